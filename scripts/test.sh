@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's test command: installs what the tests need (idempotent), then runs
+# vet and the whole suite, race detector on. Extra arguments go to `go test`
+# (for example: scripts/test.sh -run Parser ./parser/).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PATH="$PATH:/usr/local/go/bin"
+scripts/setup.sh
+export HITCOUNT_CHDB_LIB="${HITCOUNT_CHDB_LIB:-$root/.cache/chdb/current/libchdb.so}"
+go vet ./...
+if [ $# -eq 0 ]; then set -- ./...; fi
+go test -race -count=1 -timeout 20m "$@"
