@@ -126,11 +126,25 @@ func New(format string) (*Parser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("format %q: %w", format, err)
 	}
+	if !hasTime(tokens) {
+		// Windows and rollups are by request time; the time a line was read
+		// would shift every hit of a backfill into the present.
+		return nil, fmt.Errorf("format %q: no time variable ($time_local, $time_iso8601 or $msec)", format)
+	}
 	return &Parser{format: format, tokens: tokens}, nil
 }
 
 // Format returns the format the Parser was built from.
 func (p *Parser) Format() string { return p.format }
+
+func hasTime(toks []token) bool {
+	for _, t := range toks {
+		if t.lit == nil && (t.field == fTime || t.field == fTimeISO || t.field == fMsec) {
+			return true
+		}
+	}
+	return false
+}
 
 func isVarChar(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
@@ -267,13 +281,14 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 	return nil
 }
 
-// fieldAt names the variable next to literal i, for "expected ..." errors.
+// fieldAt names the variable next to literal i, for "expected ..." errors: the
+// one before it, whose value the literal was to end, else the one after.
 func (p *Parser) fieldAt(i int) string {
-	if i+1 < len(p.tokens) {
-		return p.tokens[i+1].name
-	}
 	if i > 0 {
 		return p.tokens[i-1].name
+	}
+	if i+1 < len(p.tokens) {
+		return p.tokens[i+1].name
 	}
 	return "line"
 }

@@ -88,7 +88,7 @@ func (p *Parser) parseJSON(line []byte, h *Hit) error {
 			if err != nil {
 				return err
 			}
-			if f != fIgnore && len(val) == 0 && f != fArgs && f != fRemoteUser {
+			if len(val) == 0 {
 				// nginx writes "" for a variable with no value, e.g. an absent
 				// referer; that is absence, not a malformed field.
 				break
@@ -124,6 +124,9 @@ func (p *Parser) parseJSON(line []byte, h *Hit) error {
 		if line[i] == '}' {
 			if j := skipWS(line, i+1); j != len(line) {
 				return errAt("json", j, "unexpected data after the object")
+			}
+			if h.Has&HasTime == 0 {
+				return errAt("time", 0, "no time key (time, time_local, time_iso8601, timestamp, @timestamp, ts or msec)")
 			}
 			return nil
 		}
