@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+// The -check-log report for the parser's golden combined log, timing fields
+// zeroed, against testdata/check-log.golden.
+func TestCheckLogGolden(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-check-log", "../../parser/testdata/golden/combined.log"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	for _, k := range []string{"lines", "parsed", "rejected", "first_rejects", "top_paths", "lines_per_sec"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("report lacks %q", k)
+		}
+	}
+	rep["seconds"], rep["lines_per_sec"] = 0, 0
+	got, _ := json.MarshalIndent(rep, "", "  ")
+	got = append(got, '\n')
+	const golden = "testdata/check-log.golden"
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("report differs from %s (run with -update and read the diff):\n%s", golden, got)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{nil, 2, "nothing to do"},
+		{[]string{"-check-log", "/nonexistent/access.log"}, 1, "no such file"},
+		{[]string{"-check-log", "../../parser/testdata/golden/combined.log", "-format", "nope"}, 1, "not one of"},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), c.args, &stdout, &stderr); code != c.code || !strings.Contains(stderr.String(), c.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, stderr.String(), c.code, c.msg)
+		}
+	}
+}

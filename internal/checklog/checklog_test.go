@@ -1,0 +1,122 @@
+package checklog
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeLog writes a combined log with a known mix: wantPaths counts the good
+// lines per path; every 1000th line is malformed; one line is 2 MB long and one
+// is binary garbage; the file ends without a newline.
+func writeLog(t *testing.T, n int) (data []byte, wantPaths map[string]int64, bad int64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	paths := []string{"/", "/pricing", "/blog/a", "/blog/b", "/checkout"}
+	wantPaths = map[string]int64{}
+	var b bytes.Buffer
+	for i := 0; i < n; i++ {
+		switch {
+		case i%1000 == 999:
+			fmt.Fprintf(&b, "garbage line %d\n", i)
+			bad++
+		case i == 500:
+			b.WriteString(strings.Repeat("A", 2<<20) + "\n")
+			bad++
+		case i == 501:
+			b.Write([]byte{0x16, 0x03, 0x01, 0x00, 0xff, '\n'})
+			bad++
+		default:
+			p := paths[rng.IntN(len(paths))]
+			wantPaths[p]++
+			fmt.Fprintf(&b, `10.0.0.%d - - [22/Nov/2026:10:%02d:%02d +0000] "GET %s?x=%d HTTP/1.1" 200 %d "-" "ua"`+"\n", i%250, i/60%60, i%60, p, i, i)
+		}
+	}
+	data = bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return data, wantPaths, bad
+}
+
+func TestCheckCountsEveryLine(t *testing.T) {
+	const n = 20_000
+	data, wantPaths, bad := writeLog(t, n)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(plain, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(data)
+	zw.Close()
+	// logrotate's name for a rotated, compressed log: detection is by content.
+	rotated := filepath.Join(dir, "access.log.1.gz")
+	if err := os.WriteFile(rotated, gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{plain, rotated} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			rep, err := File(context.Background(), path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Format != "combined" || !rep.Detected {
+				t.Errorf("format %q detected=%v, want combined detected", rep.Format, rep.Detected)
+			}
+			if rep.Lines != n || rep.Rejected != bad || rep.Parsed != n-bad {
+				t.Errorf("lines %d parsed %d rejected %d, want %d %d %d", rep.Lines, rep.Parsed, rep.Rejected, n, n-bad, bad)
+			}
+			if rep.Bytes != int64(len(data)) {
+				t.Errorf("bytes %d, want %d", rep.Bytes, len(data))
+			}
+			if len(rep.TopPaths) != len(wantPaths) {
+				t.Fatalf("top paths %v, want %d entries", rep.TopPaths, len(wantPaths))
+			}
+			var prev int64 = 1 << 62
+			for _, e := range rep.TopPaths {
+				path, hits := e[0].(string), e[1].(int64)
+				if hits != wantPaths[path] || hits > prev {
+					t.Errorf("path %s: %d hits, want %d (and in descending order)", path, hits, wantPaths[path])
+				}
+				prev = hits
+			}
+			if len(rep.FirstRejects) != 10 {
+				t.Fatalf("%d reject samples, want 10", len(rep.FirstRejects))
+			}
+			if r := rep.FirstRejects[0]; r.Line != 501 || !strings.Contains(r.Reason, "longer than the limit") || len(r.Text) > 200 {
+				t.Errorf("first reject %+v, want line 501 too long, sample cut to 200 bytes", r)
+			}
+			if r := rep.FirstRejects[1]; r.Line != 502 || !strings.HasPrefix(r.Text, `\x16\x03`) {
+				t.Errorf("second reject %+v, want line 502 shown as \\x escapes", r)
+			}
+		})
+	}
+}
+
+func TestDetect(t *testing.T) {
+	cases := map[string]string{
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`:      "combined",
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1`:              "common",
+		`h:80 1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`: "vhost_combined",
+		`{"time":"2026-11-22T10:00:00Z","request":"GET / HTTP/1.1","status":200}`:      "json",
+	}
+	for line, want := range cases {
+		if got := Detect([]byte(strings.Repeat(line+"\n", 3))); got != want {
+			t.Errorf("Detect(%q) = %s, want %s", line, got, want)
+		}
+	}
+}
+
+func TestCheckCancels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	data, _, _ := writeLog(t, 100)
+	if _, err := Check(ctx, bytes.NewReader(data), Options{Format: "combined"}); err == nil {
+		t.Fatal("a cancelled check returned no error")
+	}
+}
