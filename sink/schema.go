@@ -1,0 +1,163 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Version is a ClickHouse server version, for choosing what the schema may use.
+type Version struct{ Major, Minor, Patch uint64 }
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// AtLeast reports whether v >= major.minor.
+func (v Version) AtLeast(major, minor uint64) bool {
+	return v.Major > major || v.Major == major && v.Minor >= minor
+}
+
+// features are the schema choices a server version allows. 18.16 (Debian's)
+// has none of them; 26.x (the embedded engine) has all.
+type features struct {
+	lowCardinality bool // LowCardinality(String) without the experimental setting (19.x+)
+	codecs         bool // column CODECs (19.11+)
+	dedupToken     bool // insert_deduplication_token + non_replicated_deduplication_window (22.x+)
+}
+
+func featuresOf(v Version) features {
+	return features{
+		lowCardinality: v.AtLeast(20, 1),
+		codecs:         v.AtLeast(20, 1),
+		dedupToken:     v.AtLeast(22, 2),
+	}
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// schema returns the statements that create (idempotently) every table, for a
+// database db on a server with features f.
+//
+// hits: one row per parsed line. ORDER BY (site, path, ts) because the questions
+// asked of it are "this page over time" and "top pages of a site in a range":
+// both read a contiguous key range; the primary index is sparse, so a long
+// key costs nothing per row. PARTITION BY month keeps parts few (a partition per
+// day would multiply them for little gain) and lets an operator drop old months
+// with one ALTER ... DROP PARTITION. (source_id, offset) is the line's identity,
+// what makes every line exactly once checkable.
+//
+// ingest_progress: the highest committed offset of each source, maintained by
+// materialized views from the same inserts into hits and rejects, so the
+// collector's resume query reads a handful of rows, not the hits table.
+//
+// hits_1m: per-minute counts by page, the rollup the sweeper and analytics read.
+func schema(db string, f features) []string {
+	lc := func(t string) string {
+		if f.lowCardinality {
+			return "LowCardinality(" + t + ")"
+		}
+		return t
+	}
+	codec := func(c string) string {
+		if f.codecs {
+			return " CODEC(" + c + ")"
+		}
+		return ""
+	}
+	hitsSettings := ""
+	if f.dedupToken {
+		// A retried insert with the same token is dropped by the server, for
+		// the hits table and (deduplicate_blocks_in_dependent_materialized_views)
+		// its rollups.
+		hitsSettings = " SETTINGS non_replicated_deduplication_window = 1000"
+	}
+	q := func(s string) string { return strings.ReplaceAll(s, "{db}", db) }
+	return []string{
+		q("CREATE DATABASE IF NOT EXISTS {db}"),
+		q(`CREATE TABLE IF NOT EXISTS {db}.hits (
+	ts DateTime` + codec("Delta, LZ4") + `,
+	site ` + lc("String") + `,
+	host ` + lc("String") + `,
+	method ` + lc("String") + `,
+	path String,
+	query String,
+	protocol ` + lc("String") + `,
+	status UInt16,
+	bytes UInt64,
+	referer String,
+	user_agent String,
+	client String,
+	remote_user String,
+	request_time_us UInt32,
+	source_id UInt64,
+	offset UInt64` + codec("Delta, LZ4") + `
+) ENGINE = MergeTree
+PARTITION BY toYYYYMM(ts)
+ORDER BY (site, path, ts)` + hitsSettings),
+		q(`CREATE TABLE IF NOT EXISTS {db}.rejects (
+	inserted DateTime,
+	site String,
+	source_id UInt64,
+	offset UInt64,
+	reason String,
+	line String
+) ENGINE = MergeTree
+PARTITION BY toYYYYMM(inserted)
+ORDER BY (site, inserted)` + hitsSettings),
+		q(`CREATE TABLE IF NOT EXISTS {db}.sources (
+	source_id UInt64,
+	site String,
+	path String,
+	seen DateTime
+) ENGINE = ReplacingMergeTree(seen)
+ORDER BY (site, source_id)`),
+		q(`CREATE TABLE IF NOT EXISTS {db}.ingest_progress (
+	site String,
+	source_id UInt64,
+	max_offset AggregateFunction(max, UInt64),
+	last_insert AggregateFunction(max, DateTime)
+) ENGINE = AggregatingMergeTree
+ORDER BY (site, source_id)`),
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.ingest_progress_hits TO {db}.ingest_progress AS
+SELECT site, source_id, maxState(offset) AS max_offset, maxState(now()) AS last_insert
+FROM {db}.hits GROUP BY site, source_id`),
+		// Rejected lines advance progress too: otherwise a file ending in
+		// rejected lines would be re-read after every restart.
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.ingest_progress_rejects TO {db}.ingest_progress AS
+SELECT site, source_id, maxState(offset) AS max_offset, maxState(now()) AS last_insert
+FROM {db}.rejects GROUP BY site, source_id`),
+		q(`CREATE TABLE IF NOT EXISTS {db}.hits_1m (
+	minute DateTime,
+	site ` + lc("String") + `,
+	host ` + lc("String") + `,
+	path String,
+	method ` + lc("String") + `,
+	status UInt16,
+	bot UInt8,
+	hits UInt64,
+	bytes UInt64
+) ENGINE = SummingMergeTree((hits, bytes))
+PARTITION BY toYYYYMM(minute)
+ORDER BY (site, path, minute, host, method, status, bot)`),
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_1m_mv TO {db}.hits_1m AS
+SELECT toStartOfMinute(ts) AS minute, site, host, path, method, status,
+	match(user_agent, '` + BotPattern + `') AS bot,
+	count() AS hits, sum(bytes) AS bytes
+FROM {db}.hits GROUP BY minute, site, host, path, method, status, bot`),
+	}
+}
+
+// BotPattern is the RE2 pattern that marks a user agent as a bot in hits_1m.
+const BotPattern = `(?i)(bot|crawl|spider|slurp|curl|wget|python-requests|go-http-client|httpclient|headless)`
+
+// Migrate creates the database and every table that does not exist yet. Every
+// statement is idempotent, so any number of collectors may run it at once.
+func (s *Sink) Migrate(ctx context.Context) error {
+	for _, stmt := range schema(s.db, s.features) {
+		if err := s.conn.Exec(ctx, stmt); err != nil {
+			first, _, _ := strings.Cut(stmt, "(")
+			return fmt.Errorf("migrate: %s: %w", strings.TrimSpace(first), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+// Package sink writes hits into a ClickHouse server over the native protocol
+// and answers what it has committed: the truth the collector resumes from.
+package sink
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Options say how to reach the server.
+type Options struct {
+	Addr          []string
+	Database      string
+	Username      string
+	Password      string
+	TLS           *tls.Config
+	Compression   string // none | lz4 | zstd
+	DialTimeout   time.Duration
+	InsertTimeout time.Duration // past this an insert's outcome is unknown
+}
+
+// Sink is a connection pool to one ClickHouse server or cluster entry point.
+type Sink struct {
+	conn          driver.Conn
+	db            string
+	version       Version
+	features      features
+	insertTimeout time.Duration
+}
+
+var hitsColumns = "ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset"
+
+// Open connects and reads the server version. It does not create the schema
+// (Migrate does).
+func Open(ctx context.Context, o Options) (*Sink, error) {
+	if !identRE.MatchString(o.Database) {
+		return nil, fmt.Errorf("open clickhouse: database name %q is not an identifier", o.Database)
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	if o.InsertTimeout == 0 {
+		o.InsertTimeout = 30 * time.Second
+	}
+	comp := &clickhouse.Compression{Method: clickhouse.CompressionNone}
+	switch o.Compression {
+	case "", "none":
+	case "lz4":
+		comp.Method = clickhouse.CompressionLZ4
+	case "zstd":
+		comp.Method = clickhouse.CompressionZSTD
+	default:
+		return nil, fmt.Errorf("open clickhouse: unknown compression %q", o.Compression)
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:        o.Addr,
+		Auth:        clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
+		TLS:         o.TLS,
+		Compression: comp,
+		DialTimeout: o.DialTimeout,
+		// The socket read timeout bounds every call; an insert is bounded
+		// separately by its context.
+		ReadTimeout:     o.InsertTimeout,
+		MaxOpenConns:    8,
+		MaxIdleConns:    4,
+		ConnMaxLifetime: time.Hour,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
+	}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout}
+	if err := s.readVersion(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sink) readVersion(ctx context.Context) error {
+	v, err := s.conn.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("open clickhouse: server version: %w", err)
+	}
+	s.version = Version{v.Version.Major, v.Version.Minor, v.Version.Patch}
+	s.features = featuresOf(s.version)
+	return nil
+}
+
+// Version is the server's version.
+func (s *Sink) Version() Version { return s.version }
+
+// Database is the database holding the tables.
+func (s *Sink) Database() string { return s.db }
+
+// Conn exposes the pool to other packages that query the same server (the
+// sweeper, analytics).
+func (s *Sink) Conn() driver.Conn { return s.conn }
+
+// Close closes the pool.
+func (s *Sink) Close() error { return s.conn.Close() }
+
+// Ping checks the server answers.
+func (s *Sink) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
+
+func (s *Sink) queryContext(ctx context.Context, id string) context.Context {
+	opts := []clickhouse.QueryOption{clickhouse.WithQueryID(id)}
+	if s.features.dedupToken {
+		opts = append(opts, clickhouse.WithSettings(clickhouse.Settings{
+			"insert_deduplication_token":                         id,
+			"deduplicate_blocks_in_dependent_materialized_views": 1,
+		}))
+	}
+	return clickhouse.Context(ctx, opts...)
+}
+
+// rejectsQueryID is the query_id of a batch's rejects insert.
+func rejectsQueryID(id string) string { return id + "-rejects" }
+
+// Insert writes the batch's rows as one block (atomic on a MergeTree table),
+// then its reject samples. Any error means the outcome is unknown: the caller
+// must WaitIdle for the batch and then re-read Committed before sending again.
+func (s *Sink) Insert(ctx context.Context, b *Batch) error {
+	id := b.ID()
+	ctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
+	defer cancel()
+	if b.Rows() > 0 {
+		if err := s.insertHits(s.queryContext(ctx, id), b); err != nil {
+			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
+		}
+	}
+	// After the rows, so that a committed reject offset implies its batch's rows
+	// are committed (both feed ingest_progress).
+	if len(b.Rejects) > 0 {
+		if err := s.insertRejects(s.queryContext(ctx, rejectsQueryID(id)), b); err != nil {
+			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".hits ("+hitsColumns+")")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			batch.Abort()
+		}
+	}()
+	// site and source_id are one value per batch, repeated per row.
+	site := make([]string, b.Rows())
+	source := make([]uint64, b.Rows())
+	for i := range site {
+		site[i], source[i] = b.Site, b.SourceID
+	}
+	cols := []any{b.ts, site, b.host, b.method, b.path, b.query, b.protocol, b.status, b.bytes,
+		b.referer, b.userAgent, b.client, b.remoteUser, b.requestTime, source, b.offset}
+	for i, c := range cols {
+		if err := batch.Column(i).Append(c); err != nil {
+			return fmt.Errorf("column %s: %w", strings.Split(hitsColumns, ", ")[i], err)
+		}
+	}
+	return batch.Send()
+}
+
+func (s *Sink) insertRejects(ctx context.Context, b *Batch) (err error) {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line)")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			batch.Abort()
+		}
+	}()
+	now := time.Now()
+	for _, r := range b.Rejects {
+		if err := batch.Append(now, b.Site, b.SourceID, uint64(r.Offset), r.Reason, r.Line); err != nil {
+			return err
+		}
+	}
+	return batch.Send()
+}
+
+// ErrStillRunning is returned by WaitIdle when the batch's insert is still
+// running on the server when ctx ends.
+var ErrStillRunning = errors.New("insert still running on the server")
+
+// WaitIdle returns once no insert of the batch with this id is running on the
+// server: only then is its outcome final and Committed worth reading. It
+// retries while the server is unreachable, until ctx ends.
+func (s *Sink) WaitIdle(ctx context.Context, id string) error {
+	const poll = 200 * time.Millisecond
+	var lastErr error
+	for {
+		var n uint64
+		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id IN (?, ?)", id, rejectsQueryID(id)).Scan(&n)
+		if err == nil && n == 0 {
+			return nil
+		}
+		if err != nil {
+			lastErr = err
+		} else {
+			lastErr = ErrStillRunning
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for batch %s to settle: %w (last: %v)", id, ctx.Err(), lastErr)
+		case <-time.After(poll):
+		}
+	}
+}
+
+// Progress is what the server has committed.
+type Progress struct {
+	// Offsets maps a source to the offset of its last committed line (a hit or
+	// a sampled reject). Resume after that line.
+	Offsets map[uint64]int64
+	// Sites holds every site with any committed line: a source unknown to a
+	// known site is new since the collector first ran and is read from its
+	// beginning, whatever start_at says.
+	Sites map[string]bool
+}
+
+// Committed reads the committed progress of every source.
+func (s *Sink) Committed(ctx context.Context) (Progress, error) {
+	p := Progress{Offsets: map[uint64]int64{}, Sites: map[string]bool{}}
+	rows, err := s.conn.Query(ctx, "SELECT site, source_id, maxMerge(max_offset) FROM "+s.db+".ingest_progress GROUP BY site, source_id")
+	if err != nil {
+		return p, fmt.Errorf("read committed offsets: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var site string
+		var id, off uint64
+		if err := rows.Scan(&site, &id, &off); err != nil {
+			return p, fmt.Errorf("read committed offsets: %w", err)
+		}
+		p.Offsets[id] = int64(off)
+		p.Sites[site] = true
+	}
+	if err := rows.Err(); err != nil {
+		return p, fmt.Errorf("read committed offsets: %w", err)
+	}
+	return p, nil
+}
+
+// RecordSource notes a source's current path, for operators mapping source ids
+// to files (the sources table).
+func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path string) error {
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".sources (source_id, site, path, seen)")
+	if err != nil {
+		return fmt.Errorf("record source %s: %w", path, err)
+	}
+	if err := batch.Append(id, site, path, time.Now()); err != nil {
+		batch.Abort()
+		return fmt.Errorf("record source %s: %w", path, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("record source %s: %w", path, err)
+	}
+	return nil
+}
