@@ -33,10 +33,11 @@ func (e *TooLongError) Error() string {
 // Reader yields newline-terminated lines. The returned slice is valid until the
 // next call to Next.
 type Reader struct {
-	r      *bufio.Reader
-	limit  int
-	offset int64  // offset of the next unread byte
-	long   []byte // accumulates a line longer than the buffer
+	r       *bufio.Reader
+	limit   int
+	offset  int64  // offset of the first byte not yet returned as a line
+	long    []byte // accumulates a line longer than the buffer, or a partial one
+	partial bool   // long holds a partial line returned with io.EOF
 }
 
 // DefaultLimit is the default longest line: far beyond any real request line
@@ -53,18 +54,31 @@ func NewReader(r io.Reader, start int64, limit int) *Reader {
 	return &Reader{r: bufio.NewReaderSize(r, 64<<10), limit: limit, offset: start}
 }
 
+// Reset makes the reader read r, whose first byte is at offset start, as if
+// new: after a seek (resuming at a committed offset) or a reopen.
+func (lr *Reader) Reset(r io.Reader, start int64) {
+	lr.r.Reset(r)
+	lr.offset = start
+	lr.long = lr.long[:0]
+	lr.partial = false
+}
+
 // Offset is the offset of the next byte Next will read: just after the last
 // line returned or skipped.
 func (lr *Reader) Offset() int64 { return lr.offset }
 
 // Next returns the next complete line (newline included) and its offset. At
 // the end of the input it returns io.EOF along with any partial last line
-// (bytes after the last newline), which a tailer keeps for later and a
-// whole-file reader treats as a final, truncated line; the partial bytes are
-// not consumed from Offset's point of view.
+// (bytes after the last newline), which a whole-file reader treats as a final,
+// truncated line. The partial bytes are not consumed from Offset's point of
+// view: the next call continues the same line once more bytes arrive, so a
+// tailer simply calls Next again after the file grows.
 func (lr *Reader) Next() (line []byte, offset int64, err error) {
 	start := lr.offset
-	lr.long = lr.long[:0]
+	if !lr.partial {
+		lr.long = lr.long[:0]
+	}
+	lr.partial = false
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		switch {
@@ -97,6 +111,7 @@ func (lr *Reader) Next() (line []byte, offset int64, err error) {
 			}
 			if len(lr.long)+len(chunk) > 0 {
 				lr.long = append(lr.long, chunk...)
+				lr.partial = true
 				return lr.long, start, io.EOF
 			}
 			return nil, start, io.EOF

@@ -3,6 +3,7 @@ package lines
 import (
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -96,5 +97,36 @@ func TestPartialKeepsOffset(t *testing.T) {
 	}
 	if r.Offset() != 2 {
 		t.Fatalf("Offset = %d, want 2", r.Offset())
+	}
+}
+
+// A tailer sees a line being written in pieces as one line, at its offset.
+func TestPartialLineCompletesLater(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("one\ntw")
+	rf, err := os.Open(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rf.Close()
+	r := NewReader(rf, 0, 0)
+	if line, off, err := r.Next(); err != nil || string(line) != "one\n" || off != 0 {
+		t.Fatalf("got %q@%d %v", line, off, err)
+	}
+	if line, off, err := r.Next(); err != io.EOF || string(line) != "tw" || off != 4 {
+		t.Fatalf("partial: got %q@%d %v", line, off, err)
+	}
+	if r.Offset() != 4 {
+		t.Fatalf("Offset after a partial line = %d, want 4", r.Offset())
+	}
+	f.WriteString("o\nthree\n")
+	if line, off, err := r.Next(); err != nil || string(line) != "two\n" || off != 4 {
+		t.Fatalf("completed: got %q@%d %v", line, off, err)
+	}
+	if line, off, err := r.Next(); err != nil || string(line) != "three\n" || off != 8 {
+		t.Fatalf("next: got %q@%d %v", line, off, err)
 	}
 }
