@@ -25,7 +25,7 @@ now() { date +%s.%N; }
 t0=$(now)
 "$work/collector" -check-log "$work/access.log" -format combined >"$work/ours.json"
 t1=$(now)
-mtail -one_shot -one_shot_format json -progs "$work/progs" -logs "$work/access.log" -logtostderr=false >"$work/mtail.json" 2>"$work/mtail.err"
+mtail -one_shot -one_shot_format json -progs "$work/progs" -logs "$work/access.log" -logtostderr=false -log_dir "$work" >"$work/mtail.json" 2>"$work/mtail.err"
 t2=$(now)
 python3 - "$n" "$t0" "$t1" "$t2" "$work/ours.json" "$work/mtail.json" <<'PY'
 import json, sys

@@ -1,0 +1,325 @@
+// Package collector ships access-log lines into ClickHouse, every line exactly
+// once. The log file is the buffer and ClickHouse is the checkpoint: a batch's
+// lines are forgotten only once ClickHouse has them, and after any failure the
+// collector asks ClickHouse what it committed and reads again from there.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/tailer"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Inserter is the store the collector ships to: a ClickHouse server (sink) or
+// the embedded engine.
+type Inserter interface {
+	// Insert writes a batch; any error means its outcome is unknown.
+	Insert(ctx context.Context, b *sink.Batch) error
+	// WaitIdle returns once no insert with the batch's id is running.
+	WaitIdle(ctx context.Context, id string) error
+	// Committed reads the last committed line of every source.
+	Committed(ctx context.Context) (sink.Progress, error)
+	// RecordSource notes which file a source id is, for operators.
+	RecordSource(ctx context.Context, site string, id uint64, path string) error
+}
+
+// Source is one configured log: a glob and how to read what it matches.
+type Source struct {
+	Glob       string
+	Site       string
+	Format     string
+	StartAtEnd bool
+	MaxLine    int
+}
+
+// Options tune a Collector; zero values take the defaults in brackets.
+type Options struct {
+	Sources    []Source
+	BatchRows  int           // rows per insert [50000]
+	BatchDelay time.Duration // longest a line waits for its batch to fill [1s]
+	MaxPending int           // batches being filled or sent at once, over all files [4]
+	Poll       time.Duration // how often an idle file is checked for growth [250ms]
+	Scan       time.Duration // how often globs are expanded for new files [1s]
+	// RotatedIdle is how long a file that left its path (renamed or deleted by
+	// rotation) or a rotated sibling stays open at its end before it counts as
+	// finished: the web server may write to it until it reopens its log [5s].
+	RotatedIdle time.Duration
+	// StateDir holds the positions hint (where a never-seen file started when
+	// start_at is end); empty disables it.
+	StateDir string
+	Logger   *slog.Logger
+	Metrics  *Metrics
+	Now      func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.BatchRows <= 0 {
+		o.BatchRows = 50000
+	}
+	if o.BatchDelay <= 0 {
+		o.BatchDelay = time.Second
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 4
+	}
+	if o.Poll <= 0 {
+		o.Poll = 250 * time.Millisecond
+	}
+	if o.Scan <= 0 {
+		o.Scan = time.Second
+	}
+	if o.RotatedIdle <= 0 {
+		o.RotatedIdle = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Collector tails every configured source and ships its lines.
+type Collector struct {
+	ins  Inserter
+	opts Options
+	log  *slog.Logger
+	m    *Metrics
+
+	// free holds the batches not in use: taking one is the permission to read
+	// more, so memory is bounded by MaxPending batches whatever the backlog.
+	free chan *sink.Batch
+
+	mu        sync.Mutex
+	committed map[uint64]int64 // last committed line per source, from ClickHouse, then acks
+	sites     map[string]bool  // sites with any committed line
+	open      map[uint64]*shipper
+	openInode map[[2]uint64]bool
+	finished  map[uint64]int64 // sources read to their end: size then
+	seen      map[[2]uint64]fileStat
+	positions *positions
+	ready     bool
+	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
+}
+
+type fileStat struct {
+	size  int64
+	mtime time.Time
+	id    uint64
+}
+
+// New returns a collector shipping to ins.
+func New(ins Inserter, opts Options) (*Collector, error) {
+	opts.defaults()
+	for _, s := range opts.Sources {
+		if _, err := parser.New(s.Format); err != nil {
+			return nil, fmt.Errorf("source %s: %w", s.Glob, err)
+		}
+	}
+	c := &Collector{
+		ins: ins, opts: opts, log: opts.Logger, m: opts.Metrics,
+		free:      make(chan *sink.Batch, opts.MaxPending),
+		committed: map[uint64]int64{}, sites: map[string]bool{},
+		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
+		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{},
+		unshipped: map[*sink.Batch]time.Time{},
+	}
+	for range opts.MaxPending {
+		c.free <- nil // allocated on first use
+	}
+	if opts.StateDir != "" {
+		p, err := loadPositions(opts.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		c.positions = p
+	}
+	return c, nil
+}
+
+// Ready reports whether the collector has loaded ClickHouse's committed
+// offsets and its last contact with ClickHouse succeeded.
+func (c *Collector) Ready() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return errors.New("not connected to the store, or offsets not loaded yet")
+	}
+	return nil
+}
+
+func (c *Collector) setReady(ok bool) {
+	c.mu.Lock()
+	c.ready = ok
+	c.mu.Unlock()
+	if c.m != nil {
+		c.m.ClickHouseUp.Set(map[bool]float64{true: 1, false: 0}[ok])
+	}
+}
+
+// Run ships until ctx ends, then flushes what it has read and returns.
+func (c *Collector) Run(ctx context.Context) error {
+	if err := c.loadCommitted(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	first := true
+	ticker := time.NewTicker(c.opts.Scan)
+	defer ticker.Stop()
+	for {
+		c.scan(ctx, &wg, first)
+		first = false
+		c.updateGauges()
+		select {
+		case <-ctx.Done():
+			c.log.Info("collector stopping: flushing batches in flight")
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// loadCommitted reads committed offsets, retrying while the store is down.
+func (c *Collector) loadCommitted(ctx context.Context) error {
+	bo := newBackoff()
+	for {
+		p, err := c.ins.Committed(ctx)
+		if err == nil {
+			c.mu.Lock()
+			for id, off := range p.Offsets {
+				if cur, ok := c.committed[id]; !ok || off > cur {
+					c.committed[id] = off
+				}
+			}
+			for s := range p.Sites {
+				c.sites[s] = true
+			}
+			c.mu.Unlock()
+			c.setReady(true)
+			return nil
+		}
+		c.setReady(false)
+		wait := bo.NextBackOff()
+		c.log.Warn("cannot read committed offsets; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("load committed offsets: %w", ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (c *Collector) updateGauges() {
+	if c.m == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m.OpenFiles.Set(float64(len(c.open)))
+	var oldest time.Time
+	for _, t := range c.unshipped {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		c.m.OldestAge.Set(0)
+	} else {
+		c.m.OldestAge.Set(c.opts.Now().Sub(oldest).Seconds())
+	}
+	for _, s := range c.open {
+		if st, err := s.reader.File().Stat(); err == nil && !s.reader.Gzip() {
+			done := c.committed[s.id.ID]
+			c.m.BytesBehind.WithLabelValues(s.src.Site, s.path).Set(float64(max(0, st.Size()-done)))
+		}
+	}
+}
+
+// acquire takes a free batch, blocking while MaxPending are in use.
+func (c *Collector) acquire(ctx context.Context) (*sink.Batch, error) {
+	select {
+	case b := <-c.free:
+		if b == nil {
+			b = sink.NewBatch(c.opts.BatchRows)
+		}
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Collector) release(b *sink.Batch) {
+	c.mu.Lock()
+	delete(c.unshipped, b)
+	c.mu.Unlock()
+	c.free <- b
+}
+
+// ack records a committed batch.
+func (c *Collector) ack(b *sink.Batch) {
+	c.mu.Lock()
+	if cur, ok := c.committed[b.SourceID]; !ok || b.Last > cur {
+		c.committed[b.SourceID] = b.Last
+	}
+	c.sites[b.Site] = true
+	c.mu.Unlock()
+}
+
+func (c *Collector) committedOffset(id uint64) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	off, ok := c.committed[id]
+	return off, ok
+}
+
+// refreshCommitted re-reads the committed offset of one source from the store,
+// after waiting for the failed batch to settle. It retries until it knows or
+// ctx ends.
+func (c *Collector) refreshCommitted(ctx context.Context, b *sink.Batch) (int64, bool, error) {
+	bo := newBackoff()
+	for {
+		err := c.ins.WaitIdle(ctx, b.ID())
+		if err == nil {
+			var p sink.Progress
+			p, err = c.ins.Committed(ctx)
+			if err == nil {
+				c.setReady(true)
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				off, ok := p.Offsets[b.SourceID]
+				if ok {
+					c.committed[b.SourceID] = off
+				} else {
+					delete(c.committed, b.SourceID)
+				}
+				return off, ok, nil
+			}
+		}
+		c.setReady(false)
+		wait := bo.NextBackOff()
+		c.log.Warn("cannot learn the outcome of a failed insert yet; retrying", "batch", b.ID(), "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// fileKey identifies an open file by device and inode, to skip files already
+// being read under another name.
+func fileKey(id tailer.Identity) [2]uint64 { return [2]uint64{id.Dev, id.Inode} }
+
+func statKey(fi os.FileInfo) ([2]uint64, bool) {
+	id, ok := inodeOf(fi)
+	return id, ok
+}

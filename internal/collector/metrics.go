@@ -1,0 +1,58 @@
+package collector
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the collector's Prometheus series. They are registered on the
+// registry passed to NewMetrics, never on a global one.
+type Metrics struct {
+	LinesRead     *prometheus.CounterVec
+	LinesParsed   *prometheus.CounterVec
+	LinesRejected *prometheus.CounterVec
+	RowsInserted  *prometheus.CounterVec
+	Batches       *prometheus.CounterVec
+	InsertSeconds prometheus.Histogram
+	BytesBehind   *prometheus.GaugeVec
+	OldestAge     prometheus.Gauge
+	OpenFiles     prometheus.Gauge
+	ClickHouseUp  prometheus.Gauge
+}
+
+// NewMetrics creates the series and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		LinesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_lines_read_total", Help: "Lines read from access logs (including re-reads after a failed insert).",
+		}, []string{"site"}),
+		LinesParsed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_lines_parsed_total", Help: "Lines that parsed into a hit.",
+		}, []string{"site"}),
+		LinesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_lines_rejected_total", Help: "Lines that did not parse (sampled into the rejects table).",
+		}, []string{"site"}),
+		RowsInserted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_rows_inserted_total", Help: "Hit rows committed to ClickHouse.",
+		}, []string{"site"}),
+		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_batches_total", Help: "Insert attempts by result: ok, failed (outcome unknown, resolved by re-reading what ClickHouse committed), discarded (read again after a failure or a truncation).",
+		}, []string{"result"}),
+		InsertSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "hitcount_collector_insert_seconds", Help: "Duration of successful batch inserts.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		BytesBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hitcount_collector_bytes_behind", Help: "Bytes of an open log file not yet committed to ClickHouse.",
+		}, []string{"site", "file"}),
+		OldestAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_oldest_unshipped_seconds", Help: "Age of the oldest line read but not yet committed (0 when all is shipped).",
+		}),
+		OpenFiles: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_open_files", Help: "Log files being read.",
+		}),
+		ClickHouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
+		}),
+	}
+	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.RowsInserted, m.Batches,
+		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.ClickHouseUp)
+	return m
+}

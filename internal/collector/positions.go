@@ -1,0 +1,107 @@
+package collector
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// positions is a local hint, never the truth of what was shipped (that is in
+// ClickHouse): where a source first seen with start_at: end started, so that a
+// crash before its first insert does not move the start to a later end and
+// skip the lines in between. Written atomically; missing means empty; corrupt
+// is a loud error naming the file.
+type positions struct {
+	path string
+	mu   sync.Mutex
+	m    map[uint64]int64
+}
+
+func loadPositions(dir string) (*positions, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}}
+	data, err := os.ReadFile(p.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read positions hint: %w", err)
+	}
+	var raw map[string]int64
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("positions hint %s is corrupt (delete it to start over; ClickHouse keeps what was shipped): %w", p.path, err)
+	}
+	for k, v := range raw {
+		id, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
+		}
+		p.m[id] = v
+	}
+	return p, nil
+}
+
+func (p *positions) has(id uint64) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.m[id]
+	return ok
+}
+
+func (p *positions) get(id uint64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m[id]
+}
+
+func (p *positions) set(id uint64, off int64) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.m[id] = off
+	raw := make(map[string]int64, len(p.m))
+	for k, v := range p.m {
+		raw[strconv.FormatUint(k, 16)] = v
+	}
+	data, err := json.Marshal(raw)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(p.path, data)
+}
+
+// writeAtomic writes data to path through a temporary file, fsync and rename, so
+// a crash leaves the old file or the new one, never half of either.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

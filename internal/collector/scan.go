@@ -1,0 +1,220 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/hitcount/hitcount/internal/tailer"
+	"github.com/hitcount/hitcount/parser"
+)
+
+// rotatedSuffix matches the names logrotate gives rotated files after the
+// live name: .1, .2.gz, -20261122, -2026112213.gz, .2026-11-22. Only these are
+// read as a live file's rotated siblings, so an unrelated access.log.bak is left alone.
+var rotatedSuffix = regexp.MustCompile(`^(\.\d+|[.-]\d{8,10}|[.-]\d{4}-\d{2}-\d{2})(\.gz)?$`)
+
+type candidate struct {
+	path string
+	live bool
+}
+
+// candidates expands a source's glob: the live files it matches, then their
+// rotated siblings, oldest first (.2.gz before .1), so a backfill reads history
+// in order.
+func candidates(glob string) []candidate {
+	live, _ := doublestar.FilepathGlob(glob)
+	sort.Strings(live)
+	isLive := map[string]bool{}
+	var out []candidate
+	for _, p := range live {
+		isLive[p] = true
+		out = append(out, candidate{p, true})
+	}
+	var rotated []string
+	for _, p := range live {
+		sibs, _ := filepath.Glob(escapeGlob(p) + "[.-]*")
+		for _, s := range sibs {
+			if !isLive[s] && rotatedSuffix.MatchString(s[len(p):]) {
+				rotated = append(rotated, s)
+			}
+		}
+	}
+	sort.Slice(rotated, func(i, j int) bool { return rotatedOrder(rotated[i]) > rotatedOrder(rotated[j]) })
+	for _, p := range rotated {
+		out = append(out, candidate{p, false})
+	}
+	return out
+}
+
+// rotatedOrder ranks a rotated file by age: the modification time, as names
+// are numbered (.1 newest) or dated (newest last) depending on the config.
+func rotatedOrder(p string) int64 {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0
+	}
+	return -fi.ModTime().UnixNano()
+}
+
+var globMeta = regexp.MustCompile(`[*?\[\]\\]`)
+
+func escapeGlob(p string) string { return globMeta.ReplaceAllString(p, `\$0`) }
+
+func inodeOf(fi os.FileInfo) ([2]uint64, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{uint64(st.Dev), st.Ino}, true
+}
+
+// scan opens every candidate file not being read yet.
+func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
+	for i := range c.opts.Sources {
+		src := &c.opts.Sources[i]
+		for _, cand := range candidates(src.Glob) {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := c.consider(ctx, wg, src, cand, first); err != nil {
+				c.log.Warn("cannot read log file", "path", cand.path, "err", err)
+			}
+		}
+	}
+}
+
+func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool) error {
+	fi, err := os.Stat(cand.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil // rotated away between the glob and now
+		}
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	key, _ := statKey(fi)
+	c.mu.Lock()
+	busy := c.openInode[key]
+	prev, wasSeen := c.seen[key]
+	c.mu.Unlock()
+	if busy || (wasSeen && prev.size == fi.Size() && prev.mtime.Equal(fi.ModTime())) {
+		return nil
+	}
+	f, err := os.Open(cand.path)
+	if err != nil {
+		return err
+	}
+	id, err := tailer.Fingerprint(f, src.Site)
+	if err != nil {
+		f.Close()
+		if errors.Is(err, tailer.ErrNotReady) {
+			return nil
+		}
+		return err
+	}
+	c.mu.Lock()
+	_, dup := c.open[id.ID]
+	hasSite := c.sites[src.Site]
+	c.mu.Unlock()
+	if dup {
+		// The same content under another name and inode while the original
+		// is still open: copytruncate's copy before the truncation. Read it
+		// once the original is finished.
+		f.Close()
+		return nil
+	}
+	markSeen := func() {
+		c.mu.Lock()
+		c.seen[key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), id: id.ID}
+		c.mu.Unlock()
+		f.Close()
+	}
+	r, err := tailer.NewReader(f, id.Gzip, 0, src.MaxLine)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	var start int64
+	how := "from the beginning"
+	switch off, ok := c.committedOffset(id.ID); {
+	case ok:
+		found, err := r.SeekAfterLine(off)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if !found {
+			// Shorter than what was committed: a copy taken before lines
+			// that were shipped from the original. Nothing left to read.
+			markSeen()
+			return nil
+		}
+		start, how = r.Offset(), "after the last committed line"
+	case c.positions.has(id.ID):
+		start, how = c.positions.get(id.ID), "at the position chosen when first seen"
+		if err := r.SeekTo(start); err != nil {
+			f.Close()
+			return err
+		}
+	case hasSite || !first || !src.StartAtEnd:
+		// New since the collector first ran (or backfill asked for): all of it.
+	case !cand.live || id.Gzip:
+		// start_at end, first run: history is not backfilled. Should a rotated
+		// file still grow (the server writes to it until it reopens its log),
+		// only the new lines are read.
+		if !id.Gzip {
+			if end, err := tailer.AlignToLineEnd(f, fi.Size()); err == nil {
+				if err := c.positions.set(id.ID, end); err != nil {
+					c.log.Warn("cannot save the positions hint", "err", err)
+				}
+			}
+		}
+		markSeen()
+		return nil
+	default:
+		start, err = tailer.AlignToLineEnd(f, fi.Size())
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if err := r.SeekTo(start); err != nil {
+			f.Close()
+			return err
+		}
+		how = "at its end (start_at: end)"
+		if err := c.positions.set(id.ID, start); err != nil {
+			c.log.Warn("cannot save the positions hint", "err", err)
+		}
+	}
+	p, err := parser.New(src.Format)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	s := &shipper{
+		c: c, src: src, id: id, path: cand.path, live: cand.live, reader: r, parser: p,
+		start: start, key: key, sendCh: make(chan job), resync: make(chan resync, 1), sent: make(chan struct{}),
+	}
+	c.mu.Lock()
+	c.open[id.ID] = s
+	c.openInode[key] = true
+	c.mu.Unlock()
+	c.log.Info("reading log file", "path", cand.path, "site", src.Site, "source_id", id.ID, "offset", start, "how", how, "gzip", id.Gzip)
+	if err := c.ins.RecordSource(ctx, src.Site, id.ID, cand.path); err != nil {
+		c.log.Warn("cannot record the source's path", "path", cand.path, "err", err)
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); s.send(ctx) }()
+	go func() { defer wg.Done(); s.read(ctx) }()
+	return nil
+}

@@ -1,0 +1,346 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/lines"
+	"github.com/hitcount/hitcount/internal/tailer"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// A shipper owns one open file: read() parses lines into batches, send()
+// inserts them, so parsing the next batch overlaps sending the last. When an
+// insert fails, send() learns from the store where the source's committed lines
+// end and tells read() to go back there; every batch carries the generation it
+// was read in, and send() drops batches read before the last failure.
+type shipper struct {
+	c      *Collector
+	src    *Source
+	id     tailer.Identity
+	key    [2]uint64
+	path   string
+	live   bool
+	reader *tailer.Reader
+	parser *parser.Parser
+	start  int64 // where reading began when nothing was committed
+
+	sendCh chan job
+	resync chan resync
+	sent   chan struct{} // closed when send() has returned
+}
+
+type job struct {
+	b   *sink.Batch
+	gen int
+}
+
+type resync struct {
+	gen       int
+	committed int64
+	ok        bool // false: nothing of this source is committed
+}
+
+// send inserts batches in order until read() closes sendCh.
+func (s *shipper) send(ctx context.Context) {
+	defer close(s.sent)
+	// Inserts outlive ctx so a shutdown flushes what was read; each is still
+	// bounded by the insert timeout.
+	insertCtx := context.WithoutCancel(ctx)
+	gen := 0
+	bo := newBackoff()
+	for j := range s.sendCh {
+		if j.gen != gen {
+			s.c.countBatch("discarded")
+			s.c.release(j.b)
+			continue
+		}
+		t0 := time.Now()
+		err := s.c.ins.Insert(insertCtx, j.b)
+		if err == nil {
+			bo.Reset()
+			s.c.ack(j.b)
+			s.c.setReady(true)
+			if m := s.c.m; m != nil {
+				m.InsertSeconds.Observe(time.Since(t0).Seconds())
+				m.RowsInserted.WithLabelValues(s.src.Site).Add(float64(j.b.Rows()))
+			}
+			s.c.countBatch("ok")
+			s.c.release(j.b)
+			continue
+		}
+		s.c.countBatch("failed")
+		s.c.setReady(false)
+		s.c.log.Warn("insert failed; its outcome is unknown until the server settles", "path", s.path, "batch", j.b.ID(), "err", err)
+		if ctx.Err() != nil {
+			// Shutting down: the next start resumes from what is committed.
+			s.c.release(j.b)
+			continue
+		}
+		committed, ok, rerr := s.c.refreshCommitted(ctx, j.b)
+		s.c.release(j.b)
+		if rerr != nil {
+			continue // ctx ended
+		}
+		gen++
+		select {
+		case <-time.After(bo.NextBackOff()):
+		case <-ctx.Done():
+		}
+		// resync has room for one message and read() drains it before anything
+		// else, so a stale one is never waiting here.
+		select {
+		case <-s.resync:
+		default:
+		}
+		s.resync <- resync{gen: gen, committed: committed, ok: ok}
+	}
+}
+
+func (c *Collector) countBatch(result string) {
+	if c.m != nil {
+		c.m.Batches.WithLabelValues(result).Inc()
+	}
+}
+
+// read parses lines into batches and hands them to send() until the file is
+// finished or ctx ends.
+func (s *shipper) read(ctx context.Context) {
+	defer s.finish()
+	defer close(s.sendCh)
+	gen := 0
+	var b *sink.Batch
+	idleSince := time.Time{}
+	var h parser.Hit
+	for {
+		select {
+		case r := <-s.resync:
+			gen = s.applyResync(r, b)
+		default:
+		}
+		if ctx.Err() != nil {
+			s.handOff(b, gen)
+			return
+		}
+		if b == nil {
+			var err error
+			if b, err = s.c.acquire(ctx); err != nil {
+				return
+			}
+			b.Reset(s.src.Site, s.id.ID)
+		}
+		line, off, err := s.reader.Next()
+		var tooLong *lines.TooLongError
+		switch {
+		case err == nil:
+			idleSince = time.Time{}
+			s.addLine(b, &h, line, off)
+			if b.Lines >= s.c.opts.BatchRows || (b.Lines&1023 == 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay) {
+				if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+					return
+				}
+			}
+			continue
+		case errors.As(err, &tooLong) && !tooLong.Partial:
+			idleSince = time.Time{}
+			s.markRead(b)
+			b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
+			continue
+		case errors.As(err, &tooLong):
+			// An over-long line still being written: read it again once whole.
+			if err := s.reader.SeekTo(s.reader.Offset()); err != nil {
+				s.c.log.Error("cannot re-read a long line", "path", s.path, "err", err)
+				return
+			}
+		case err == io.EOF:
+		default:
+			s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
+			s.handOff(b, gen)
+			return
+		}
+		// At the end of what is written so far.
+		if b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
+			if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+				return
+			}
+			continue
+		}
+		if idleSince.IsZero() {
+			idleSince = s.c.opts.Now()
+		}
+		if done := s.finished(idleSince); done {
+			s.handOff(b, gen)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case r := <-s.resync:
+			gen = s.applyResync(r, b)
+		case <-time.After(s.c.opts.Poll):
+		}
+	}
+}
+
+func (s *shipper) markRead(b *sink.Batch) {
+	if b.Lines == 0 {
+		b.ReadAt = s.c.opts.Now()
+		s.c.mu.Lock()
+		s.c.unshipped[b] = b.ReadAt
+		s.c.mu.Unlock()
+	}
+}
+
+// addLine parses one line into the batch. This is the hot path: line counts
+// go to the metrics per batch (countRead), not per line.
+func (s *shipper) addLine(b *sink.Batch, h *parser.Hit, line []byte, off int64) {
+	s.markRead(b)
+	next := off + int64(len(line))
+	if err := s.parser.Parse(line, h); err != nil {
+		b.AddReject(off, next, err.Error(), bytes.TrimRight(line, "\r\n"))
+		return
+	}
+	b.Add(h, off, next)
+}
+
+// countRead adds a batch's lines to the read/parsed/rejected counters, once,
+// when it leaves the reader (handed off or discarded).
+func (s *shipper) countRead(b *sink.Batch) {
+	if m := s.c.m; m != nil && b.Lines > 0 {
+		m.LinesRead.WithLabelValues(s.src.Site).Add(float64(b.Lines))
+		m.LinesParsed.WithLabelValues(s.src.Site).Add(float64(b.Rows()))
+		m.LinesRejected.WithLabelValues(s.src.Site).Add(float64(b.RejectedLines))
+	}
+}
+
+// ship hands a full batch to send() and returns the generation and the batch to
+// fill next (nil when a new one must be acquired). If the file's content no
+// longer matches its identity (copytruncate), the batch may hold lines of the
+// new content: it is dropped, and the file finished; its old content is read
+// from the rotated copy, the new as a new source.
+func (s *shipper) ship(ctx context.Context, b *sink.Batch, gen int) (int, *sink.Batch) {
+	s.countRead(b)
+	if s.replaced() {
+		s.c.countBatch("discarded")
+		s.c.release(b)
+		return gen, nil
+	}
+	for {
+		select {
+		case s.sendCh <- job{b, gen}:
+			return gen, nil
+		case r := <-s.resync:
+			// The previous batch failed while this one waited: what it holds
+			// may be ahead of the committed lines; read them again.
+			gen = s.applyResync(r, b)
+			return gen, b
+		}
+	}
+}
+
+// handOff sends a last, non-empty batch (at shutdown or when finished).
+func (s *shipper) handOff(b *sink.Batch, gen int) {
+	if b == nil {
+		return
+	}
+	s.countRead(b)
+	if b.Lines == 0 || s.replaced() {
+		s.c.release(b)
+		return
+	}
+	s.sendCh <- job{b, gen}
+}
+
+// applyResync repositions the reader after the last committed line and empties
+// the batch being filled.
+func (s *shipper) applyResync(r resync, b *sink.Batch) int {
+	if b != nil && b.Lines > 0 {
+		s.c.countBatch("discarded")
+		s.c.mu.Lock()
+		delete(s.c.unshipped, b)
+		s.c.mu.Unlock()
+		b.Reset(s.src.Site, s.id.ID)
+	}
+	var err error
+	if r.ok {
+		var found bool
+		found, err = s.reader.SeekAfterLine(r.committed)
+		if err == nil && !found {
+			err = errors.New("the committed line is no longer in the file")
+		}
+	} else {
+		err = s.reader.SeekTo(s.start)
+	}
+	if err != nil {
+		s.c.log.Error("cannot reposition after a failed insert", "path", s.path, "err", err)
+	}
+	s.c.log.Info("resuming after the last committed line", "path", s.path, "offset", s.reader.Offset())
+	return r.gen
+}
+
+// replaced reports whether the open file's first line is no longer the one
+// that gave it its identity: truncated and rewritten.
+func (s *shipper) replaced() bool {
+	if s.id.Gzip {
+		return false
+	}
+	id, err := tailer.Fingerprint(s.reader.File(), s.src.Site)
+	if errors.Is(err, tailer.ErrNotReady) {
+		return true
+	}
+	return err == nil && id.ID != s.id.ID
+}
+
+// finished decides, at the end of the written data, whether the file is done:
+// a gzipped file at its end; a truncated one; one that left its live path, or
+// a rotated sibling, idle for RotatedIdle.
+func (s *shipper) finished(idleSince time.Time) bool {
+	if s.id.Gzip {
+		return true
+	}
+	fi, err := s.reader.File().Stat()
+	if err != nil {
+		return true
+	}
+	if fi.Size() < s.reader.Offset() || s.replaced() {
+		s.c.log.Info("log file was truncated; its remaining lines are read from the rotated copy", "path", s.path)
+		return true
+	}
+	idle := s.c.opts.Now().Sub(idleSince) >= s.c.opts.RotatedIdle
+	if !s.live {
+		return idle
+	}
+	cur, err := os.Stat(s.path)
+	if err == nil {
+		if key, ok := statKey(cur); ok && key == s.key {
+			return false // still the live file
+		}
+	}
+	return idle
+}
+
+// finish closes the file once send() is done with it. Until then the source
+// stays open in the collector's view: a copy of the same content (copytruncate)
+// must not be opened while this source's last batch is still being inserted,
+// or it would resume from before that batch.
+func (s *shipper) finish() {
+	<-s.sent // sendCh was closed by a deferred call that ran before this one
+	fi, statErr := s.reader.File().Stat()
+	s.reader.File().Close()
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.open, s.id.ID)
+	delete(c.openInode, s.key)
+	if statErr == nil {
+		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), id: s.id.ID}
+	}
+	if c.m != nil {
+		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)
+	}
+	c.log.Info("finished log file", "path", s.path, "offset", s.reader.Offset())
+}
