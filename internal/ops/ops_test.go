@@ -25,12 +25,14 @@ func TestEndpoints(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
-	go func() { done <- ServeListener(ctx, ln, Handler(reg, func() error {
-		if !ready.Load() {
-			return errors.New("clickhouse unreachable")
-		}
-		return nil
-	})) }()
+	go func() {
+		done <- ServeListener(ctx, ln, Handler(reg, func() error {
+			if !ready.Load() {
+				return errors.New("clickhouse unreachable")
+			}
+			return nil
+		}))
+	}()
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + ln.Addr().String() + path)
 		if err != nil {
