@@ -5,7 +5,6 @@ package sink
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -190,33 +189,44 @@ func (s *Sink) insertRejects(ctx context.Context, b *Batch) (err error) {
 	return batch.Send()
 }
 
-// ErrStillRunning is returned by WaitIdle when the batch's insert is still
-// running on the server when ctx ends.
-var ErrStillRunning = errors.New("insert still running on the server")
-
-// WaitIdle returns once no insert of the batch with this id is running on the
-// server: only then is its outcome final and Committed worth reading. It
-// retries while the server is unreachable, until ctx ends.
-func (s *Sink) WaitIdle(ctx context.Context, id string) error {
-	const poll = 200 * time.Millisecond
-	var lastErr error
+// Settle waits until no insert of the source is running on the server, then
+// returns the offset of its last committed line (ok is false when nothing of it
+// is committed). Only then is the answer final: an insert the server is still
+// running, from this process or from a killed predecessor, may yet commit.
+// It fails when the server cannot be asked; callers retry.
+func (s *Sink) Settle(ctx context.Context, source uint64) (int64, bool, error) {
+	prefix := fmt.Sprintf("hitcount-%016x-%%", source)
 	for {
-		var n uint64
-		err := s.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id IN (?, ?)", id, rejectsQueryID(id)).Scan(&n)
-		if err == nil && n == 0 {
-			return nil
+		var running uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id LIKE ?", prefix).Scan(&running); err != nil {
+			return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
 		}
-		if err != nil {
-			lastErr = err
-		} else {
-			lastErr = ErrStillRunning
+		if running == 0 {
+			break
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for batch %s to settle: %w (last: %v)", id, ctx.Err(), lastErr)
-		case <-time.After(poll):
+			return 0, false, fmt.Errorf("settle source %016x: %w", source, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	rows, err := s.conn.Query(ctx, "SELECT maxMerge(max_offset) FROM "+s.db+".ingest_progress WHERE source_id = ? GROUP BY source_id", source)
+	if err != nil {
+		return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
+	}
+	defer rows.Close()
+	var off uint64
+	found := false
+	for rows.Next() {
+		if err := rows.Scan(&off); err != nil {
+			return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
+		}
+		found = true
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
+	}
+	return int64(off), found, nil
 }
 
 // Progress is what the server has committed.

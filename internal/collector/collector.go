@@ -23,8 +23,9 @@ import (
 type Inserter interface {
 	// Insert writes a batch; any error means its outcome is unknown.
 	Insert(ctx context.Context, b *sink.Batch) error
-	// WaitIdle returns once no insert with the batch's id is running.
-	WaitIdle(ctx context.Context, id string) error
+	// Settle waits until no insert of the source is running, then returns the
+	// offset of its last committed line (ok false: none).
+	Settle(ctx context.Context, source uint64) (off int64, ok bool, err error)
 	// Committed reads the last committed line of every source.
 	Committed(ctx context.Context) (sink.Progress, error)
 	// RecordSource notes which file a source id is, for operators.
@@ -274,39 +275,29 @@ func (c *Collector) ack(b *sink.Batch) {
 	c.mu.Unlock()
 }
 
-func (c *Collector) committedOffset(id uint64) (int64, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	off, ok := c.committed[id]
-	return off, ok
-}
 
-// refreshCommitted re-reads the committed offset of one source from the store,
-// after waiting for the failed batch to settle. It retries until it knows or
-// ctx ends.
-func (c *Collector) refreshCommitted(ctx context.Context, b *sink.Batch) (int64, bool, error) {
+// settle learns where a source's committed lines end, once no insert of it is
+// still running on the server (after a failed insert, or at open: a killed
+// predecessor's insert may still be running). It retries until it knows or ctx
+// ends.
+func (c *Collector) settle(ctx context.Context, source uint64) (int64, bool, error) {
 	bo := newBackoff()
 	for {
-		err := c.ins.WaitIdle(ctx, b.ID())
+		off, ok, err := c.ins.Settle(ctx, source)
 		if err == nil {
-			var p sink.Progress
-			p, err = c.ins.Committed(ctx)
-			if err == nil {
-				c.setReady(true)
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				off, ok := p.Offsets[b.SourceID]
-				if ok {
-					c.committed[b.SourceID] = off
-				} else {
-					delete(c.committed, b.SourceID)
-				}
-				return off, ok, nil
+			c.setReady(true)
+			c.mu.Lock()
+			if ok {
+				c.committed[source] = off
+			} else {
+				delete(c.committed, source)
 			}
+			c.mu.Unlock()
+			return off, ok, nil
 		}
 		c.setReady(false)
 		wait := bo.NextBackOff()
-		c.log.Warn("cannot learn the outcome of a failed insert yet; retrying", "batch", b.ID(), "err", err, "retry_in", wait)
+		c.log.Warn("cannot learn what the store committed yet; retrying", "source_id", source, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()

@@ -40,8 +40,9 @@ func candidates(glob string) []candidate {
 	}
 	var rotated []string
 	for _, p := range live {
-		sibs, _ := filepath.Glob(escapeGlob(p) + "[.-]*")
-		for _, s := range sibs {
+		dot, _ := filepath.Glob(escapeGlob(p) + ".*")
+		dash, _ := filepath.Glob(escapeGlob(p) + "-*")
+		for _, s := range append(dot, dash...) {
 			if !isLive[s] && rotatedSuffix.MatchString(s[len(p):]) {
 				rotated = append(rotated, s)
 			}
@@ -146,7 +147,12 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	var start int64
 	how := "from the beginning"
-	switch off, ok := c.committedOffset(id.ID); {
+	off, ok, err := c.settle(ctx, id.ID)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	switch {
 	case ok:
 		found, err := r.SeekAfterLine(off)
 		if err != nil {

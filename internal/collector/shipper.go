@@ -82,7 +82,7 @@ func (s *shipper) send(ctx context.Context) {
 			s.c.release(j.b)
 			continue
 		}
-		committed, ok, rerr := s.c.refreshCommitted(ctx, j.b)
+		committed, ok, rerr := s.c.settle(ctx, j.b.SourceID)
 		s.c.release(j.b)
 		if rerr != nil {
 			continue // ctx ended
