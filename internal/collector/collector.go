@@ -275,7 +275,6 @@ func (c *Collector) ack(b *sink.Batch) {
 	c.mu.Unlock()
 }
 
-
 // settle learns where a source's committed lines end, once no insert of it is
 // still running on the server (after a failed insert, or at open: a killed
 // predecessor's insert may still be running). It retries until it knows or ctx
