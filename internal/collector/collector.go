@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -46,7 +47,7 @@ type Options struct {
 	Sources    []Source
 	BatchRows  int           // rows per insert [50000]
 	BatchDelay time.Duration // longest a line waits for its batch to fill [1s]
-	MaxPending int           // batches being filled or sent at once, over all files [4]
+	MaxPending int           // batches being filled or sent at once, over all files [2]
 	Poll       time.Duration // how often an idle file is checked for growth [250ms]
 	Scan       time.Duration // how often globs are expanded for new files [1s]
 	// RotatedIdle is how long a file that left its path (renamed or deleted by
@@ -69,7 +70,7 @@ func (o *Options) defaults() {
 		o.BatchDelay = time.Second
 	}
 	if o.MaxPending <= 0 {
-		o.MaxPending = 4
+		o.MaxPending = 2
 	}
 	if o.Poll <= 0 {
 		o.Poll = 250 * time.Millisecond
@@ -312,4 +313,18 @@ func fileKey(id tailer.Identity) [2]uint64 { return [2]uint64{id.Dev, id.Inode} 
 func statKey(fi os.FileInfo) ([2]uint64, bool) {
 	id, ok := inodeOf(fi)
 	return id, ok
+}
+
+// MemoryLimit is the Go runtime's soft memory limit the collector runs with
+// unless GOMEMLIMIT says otherwise. The batches in use are about 20 MB each
+// and MaxPending bound them; without a limit the garbage collector lets the
+// heap grow to twice the live data, which would put a sidecar's RSS past the
+// 150 MB it promises.
+const MemoryLimit = 110 << 20
+
+// ApplyMemoryLimit sets MemoryLimit unless GOMEMLIMIT is set.
+func ApplyMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(MemoryLimit)
+	}
 }
