@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/cenkalti/backoff/v5"
 )
 
 // Options say how to reach the server.
@@ -80,6 +81,31 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// Connect is Open retried until the server answers or ctx ends: a collector
+// started while ClickHouse is down waits for it (its log files keep the lines)
+// instead of exiting. onRetry, if set, hears about each failed attempt.
+func Connect(ctx context.Context, o Options, onRetry func(err error, wait time.Duration)) (*Sink, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 10 * time.Second
+	bo.Reset()
+	for {
+		s, err := Open(ctx, o)
+		if err == nil {
+			return s, nil
+		}
+		wait := bo.NextBackOff()
+		if onRetry != nil {
+			onRetry(err, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("connect to clickhouse: %w (last error: %v)", ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (s *Sink) readVersion(ctx context.Context) error {
