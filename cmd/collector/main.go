@@ -1,9 +1,10 @@
 // Command collector tails web-server access logs and ships every line to
-// ClickHouse exactly once. This build provides the log check:
+// ClickHouse exactly once.
 //
-//	collector -check-log FILE [-format F]
-//
-// which parses a whole file (plain or gzipped) and prints a JSON report.
+//	collector -config FILE                 ship until SIGTERM/SIGINT, then flush
+//	collector -check-config -config FILE   report every problem in the file, exit
+//	collector -migrate -config FILE        create the schema, exit
+//	collector -check-log FILE [-format F]  parse a whole log, print a JSON report
 package main
 
 import (
@@ -12,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/checklog"
 	"github.com/hitcount/hitcount/parser"
 )
@@ -30,18 +33,51 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("collector", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration `file`")
+	checkConfig := fs.Bool("check-config", false, "check the configuration file, report every problem, exit")
+	migrate := fs.Bool("migrate", false, "create or update the ClickHouse schema, exit")
 	checkLog := fs.String("check-log", "", "parse this log `file` (plain or .gz), print a JSON report, exit")
 	format := fs.String("format", "auto", fmt.Sprintf("log format for -check-log: auto, %v, or an nginx log_format string", parser.Formats()))
-	maxLine := fs.Int("max-line", 0, "longest line in bytes (default 1 MiB); longer lines are rejected")
+	maxLine := fs.Int("max-line", 0, "longest line in bytes for -check-log (default 1 MiB); longer lines are rejected")
+	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	logFormat := fs.String("log-format", "text", "text | json")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *checkLog == "" {
-		fmt.Fprintln(stderr, "collector: nothing to do: give -check-log FILE")
+	if *checkLog != "" {
+		return runCheckLog(ctx, *checkLog, *format, *maxLine, stdout, stderr)
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "collector: give -config FILE (or -check-log FILE)")
 		fs.Usage()
 		return 2
 	}
-	rep, err := checklog.File(ctx, *checkLog, checklog.Options{Format: *format, MaxLine: *maxLine})
+	cfg, err := config.Load(*configPath)
+	if err == nil {
+		err = cfg.CheckCollector()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if *checkConfig {
+		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *configPath, len(cfg.Sources), len(cfg.Rules))
+		return 0
+	}
+	log, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "collector: %v\n", err)
+		return 2
+	}
+	if err := ship(ctx, cfg, log, *migrate); err != nil {
+		log.Error("collector stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func runCheckLog(ctx context.Context, path, format string, maxLine int, stdout, stderr io.Writer) int {
+	rep, err := checklog.File(ctx, path, checklog.Options{Format: format, MaxLine: maxLine})
 	if err != nil {
 		fmt.Fprintf(stderr, "collector: %v\n", err)
 		return 1
@@ -51,4 +87,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format must be text or json, got %q", format)
 }

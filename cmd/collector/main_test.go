@@ -47,13 +47,22 @@ func TestCheckLogGolden(t *testing.T) {
 	}
 }
 
+func TestCheckConfigAcceptsTheExample(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-check-config", "-config", "../../deploy/hitcount.example.yaml"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "ok") {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	cases := []struct {
 		args []string
 		code int
 		msg  string
 	}{
-		{nil, 2, "nothing to do"},
+		{nil, 2, "give -config FILE"},
+		{[]string{"-check-config", "-config", "../../config/testdata/mistakes.yaml"}, 1, "mistakes.yaml:9:13: sources[0].format:"},
+		{[]string{"-check-config", "-config", "/nonexistent.yaml"}, 1, "no such file"},
 		{[]string{"-check-log", "/nonexistent/access.log"}, 1, "no such file"},
 		{[]string{"-check-log", "../../parser/testdata/golden/combined.log", "-format", "nope"}, 1, "not one of"},
 	}

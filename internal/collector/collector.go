@@ -60,7 +60,20 @@ type Options struct {
 	Logger   *slog.Logger
 	Metrics  *Metrics
 	Now      func() time.Time
+	// Backfill, if set, is called when a file is opened with more than
+	// BackfillMin bytes to read, and the returned Progress follows the read
+	// until it catches up (a progress bar on a terminal).
+	Backfill func(path string, start, size int64) Progress
 }
+
+// Progress follows one backfill.
+type Progress interface {
+	Set(offset int64)
+	Done()
+}
+
+// BackfillMin is the backlog above which a file's reading counts as a backfill.
+const BackfillMin = 64 << 20
 
 func (o *Options) defaults() {
 	if o.BatchRows <= 0 {

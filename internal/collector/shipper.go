@@ -117,6 +117,12 @@ func (s *shipper) read(ctx context.Context) {
 	var b *sink.Batch
 	idleSince := time.Time{}
 	var h parser.Hit
+	progress := s.startBackfill()
+	defer func() {
+		if progress != nil {
+			progress.Done()
+		}
+	}()
 	for {
 		select {
 		case r := <-s.resync:
@@ -141,6 +147,9 @@ func (s *shipper) read(ctx context.Context) {
 			idleSince = time.Time{}
 			s.addLine(b, &h, line, off)
 			if b.Lines >= s.c.opts.BatchRows || (b.Lines&1023 == 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay) {
+				if progress != nil {
+					progress.Set(s.reader.Offset())
+				}
 				if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
 					return
 				}
@@ -164,6 +173,11 @@ func (s *shipper) read(ctx context.Context) {
 			return
 		}
 		// At the end of what is written so far.
+		if progress != nil {
+			progress.Set(s.reader.Offset())
+			progress.Done()
+			progress = nil
+		}
 		if b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
 			if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
 				return
@@ -184,6 +198,18 @@ func (s *shipper) read(ctx context.Context) {
 		case <-time.After(s.c.opts.Poll):
 		}
 	}
+}
+
+// startBackfill starts following the read when the backlog is large.
+func (s *shipper) startBackfill() Progress {
+	if s.c.opts.Backfill == nil || s.id.Gzip {
+		return nil
+	}
+	fi, err := s.reader.File().Stat()
+	if err != nil || fi.Size()-s.reader.Offset() < BackfillMin {
+		return nil
+	}
+	return s.c.opts.Backfill(s.path, s.reader.Offset(), fi.Size())
 }
 
 func (s *shipper) markRead(b *sink.Batch) {
