@@ -12,10 +12,10 @@ import (
 // held column by column so the driver can append whole columns at once (the
 // only way the design measured to keep up with clickhouse-client).
 //
-// String values are copied into one arena per batch and exposed as strings
-// that alias it, instead of one allocation per value: at hundreds of thousands
-// of rows a second the per-value allocations would dominate. The arena is only
-// rewritten by Reset, after the driver has copied the columns into its block.
+// Columns hold no pointers (string values are bytes plus end offsets, times
+// are Unix seconds), so the garbage collector never scans a batch however many
+// rows it holds; the string views the driver needs exist only during an
+// insert. A Batch is reused: Reset keeps its memory.
 type Batch struct {
 	Site     string
 	SourceID uint64
@@ -24,20 +24,18 @@ type Batch struct {
 	// not parse are in Rejects, not in the rows.
 	First, Last, Next int64
 
-	arena []byte
-
-	ts          []time.Time
-	host        []string
-	method      []string
-	path        []string
-	query       []string
-	protocol    []string
+	ts          []int64
+	host        strCol
+	method      strCol
+	path        strCol
+	query       strCol
+	protocol    strCol
 	status      []uint16
 	bytes       []uint64
-	referer     []string
-	userAgent   []string
-	client      []string
-	remoteUser  []string
+	referer     strCol
+	userAgent   strCol
+	client      strCol
+	remoteUser  strCol
 	requestTime []uint32
 	offset      []uint64
 
@@ -52,6 +50,36 @@ type Batch struct {
 	ReadAt time.Time
 }
 
+// strCol is a string column without per-value pointers.
+type strCol struct {
+	buf  []byte
+	ends []uint32
+}
+
+func (c *strCol) add(v []byte) {
+	c.buf = append(c.buf, v...)
+	c.ends = append(c.ends, uint32(len(c.buf)))
+}
+
+func (c *strCol) reset() {
+	c.buf = c.buf[:0]
+	c.ends = c.ends[:0]
+}
+
+// views returns the values as strings aliasing the column's bytes, valid
+// until the column is next written. The driver copies them into its block.
+func (c *strCol) views() []string {
+	out := make([]string, len(c.ends))
+	start := uint32(0)
+	for i, end := range c.ends {
+		if end > start {
+			out[i] = unsafe.String(&c.buf[start], int(end-start))
+		}
+		start = end
+	}
+	return out
+}
+
 // Reject is a line that did not parse, kept as a sample for operators.
 type Reject struct {
 	Offset int64
@@ -61,46 +89,30 @@ type Reject struct {
 
 // NewBatch returns an empty batch with room for rows rows.
 func NewBatch(rows int) *Batch {
-	b := &Batch{}
-	b.grow(rows)
+	b := &Batch{
+		ts: make([]int64, 0, rows), status: make([]uint16, 0, rows), bytes: make([]uint64, 0, rows),
+		requestTime: make([]uint32, 0, rows), offset: make([]uint64, 0, rows),
+	}
+	for _, c := range b.strCols() {
+		c.ends = make([]uint32, 0, rows)
+	}
 	return b
 }
 
-func (b *Batch) grow(n int) {
-	b.arena = make([]byte, 0, n*160)
-	b.ts = make([]time.Time, 0, n)
-	b.host = make([]string, 0, n)
-	b.method = make([]string, 0, n)
-	b.path = make([]string, 0, n)
-	b.query = make([]string, 0, n)
-	b.protocol = make([]string, 0, n)
-	b.status = make([]uint16, 0, n)
-	b.bytes = make([]uint64, 0, n)
-	b.referer = make([]string, 0, n)
-	b.userAgent = make([]string, 0, n)
-	b.client = make([]string, 0, n)
-	b.remoteUser = make([]string, 0, n)
-	b.requestTime = make([]uint32, 0, n)
-	b.offset = make([]uint64, 0, n)
+func (b *Batch) strCols() []*strCol {
+	return []*strCol{&b.host, &b.method, &b.path, &b.query, &b.protocol, &b.referer, &b.userAgent, &b.client, &b.remoteUser}
 }
 
 // Reset empties the batch for reuse, keeping its memory.
 func (b *Batch) Reset(site string, source uint64) {
 	b.Site, b.SourceID = site, source
 	b.First, b.Last, b.Next = -1, -1, -1
-	b.arena = b.arena[:0]
 	b.ts = b.ts[:0]
-	b.host = b.host[:0]
-	b.method = b.method[:0]
-	b.path = b.path[:0]
-	b.query = b.query[:0]
-	b.protocol = b.protocol[:0]
+	for _, c := range b.strCols() {
+		c.reset()
+	}
 	b.status = b.status[:0]
 	b.bytes = b.bytes[:0]
-	b.referer = b.referer[:0]
-	b.userAgent = b.userAgent[:0]
-	b.client = b.client[:0]
-	b.remoteUser = b.remoteUser[:0]
 	b.requestTime = b.requestTime[:0]
 	b.offset = b.offset[:0]
 	b.Rejects = b.Rejects[:0]
@@ -120,21 +132,6 @@ func (b *Batch) ID() string {
 	return fmt.Sprintf("hitcount-%016x-%d-%d", b.SourceID, b.First, b.Last)
 }
 
-// str copies v into the arena and returns a string aliasing the copy. When the
-// arena is full a new one is started; strings into the old one keep it alive,
-// so none is ever overwritten while referenced.
-func (b *Batch) str(v []byte) string {
-	if len(v) == 0 {
-		return ""
-	}
-	if len(b.arena)+len(v) > cap(b.arena) {
-		b.arena = make([]byte, 0, max(2*cap(b.arena), len(v)))
-	}
-	start := len(b.arena)
-	b.arena = append(b.arena, v...)
-	return unsafe.String(&b.arena[start], len(v))
-}
-
 // mark records a line (parsed or not) at offset off ending at next.
 func (b *Batch) mark(off, next int64) {
 	if b.First < 0 {
@@ -147,18 +144,18 @@ func (b *Batch) mark(off, next int64) {
 // Add appends a parsed line at offset off; next is the offset after it.
 func (b *Batch) Add(h *parser.Hit, off, next int64) {
 	b.mark(off, next)
-	b.ts = append(b.ts, time.Unix(h.Unix, 0))
-	b.host = append(b.host, b.str(h.Host))
-	b.method = append(b.method, b.str(h.Method))
-	b.path = append(b.path, b.str(h.Path))
-	b.query = append(b.query, b.str(h.Query))
-	b.protocol = append(b.protocol, b.str(h.Protocol))
+	b.ts = append(b.ts, h.Unix)
+	b.host.add(h.Host)
+	b.method.add(h.Method)
+	b.path.add(h.Path)
+	b.query.add(h.Query)
+	b.protocol.add(h.Protocol)
 	b.status = append(b.status, h.Status)
 	b.bytes = append(b.bytes, uint64(max(h.Bytes, 0)))
-	b.referer = append(b.referer, b.str(h.Referer))
-	b.userAgent = append(b.userAgent, b.str(h.UserAgent))
-	b.client = append(b.client, b.str(h.RemoteAddr))
-	b.remoteUser = append(b.remoteUser, b.str(h.RemoteUser))
+	b.referer.add(h.Referer)
+	b.userAgent.add(h.UserAgent)
+	b.client.add(h.RemoteAddr)
+	b.remoteUser.add(h.RemoteUser)
 	b.requestTime = append(b.requestTime, uint32(min(h.RequestTime.Microseconds(), 1<<32-1)))
 	b.offset = append(b.offset, uint64(off))
 }

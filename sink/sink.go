@@ -186,8 +186,9 @@ func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
 	for i := range site {
 		site[i], source[i] = b.Site, b.SourceID
 	}
-	cols := []any{b.ts, site, b.host, b.method, b.path, b.query, b.protocol, b.status, b.bytes,
-		b.referer, b.userAgent, b.client, b.remoteUser, b.requestTime, source, b.offset}
+	cols := []any{b.ts, site, b.host.views(), b.method.views(), b.path.views(), b.query.views(), b.protocol.views(),
+		b.status, b.bytes, b.referer.views(), b.userAgent.views(), b.client.views(), b.remoteUser.views(),
+		b.requestTime, source, b.offset}
 	for i, c := range cols {
 		if err := batch.Column(i).Append(c); err != nil {
 			return fmt.Errorf("column %s: %w", strings.Split(hitsColumns, ", ")[i], err)
