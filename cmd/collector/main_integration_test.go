@@ -79,8 +79,16 @@ state_dir: state
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d while shipping", code)
 	}
-	code, metrics := get("/metrics")
+	// The rows are visible a moment before the collector hears the insert
+	// returned and counts it.
 	want := fmt.Sprintf(`hitcount_collector_rows_inserted_total{site="www.example.com"} %d`, good)
+	var code int
+	var metrics string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if code, metrics = get("/metrics"); strings.Contains(metrics, want) {
+			break
+		}
+	}
 	if code != 200 || !strings.Contains(metrics, want) || !strings.Contains(metrics, `hitcount_collector_lines_rejected_total{site="www.example.com"} 60`) {
 		t.Errorf("/metrics lacks %q or the 60 rejected lines:\n%s", want, grep(metrics, "hitcount_"))
 	}
