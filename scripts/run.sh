@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's first command: sets up what is missing and runs the most complete
-# job this build has. Today that is the log check: it parses an access log (the
-# one you give, or a freshly generated demo log) and prints what the collector
-# would ship: lines, parsed, rejected with reasons, top pages, speed.
+# job this build has: a ClickHouse server of its own under ./data/clickhouse, the
+# collector shipping an access log into it (the one you give, or live demo
+# traffic generated into ./data/demo/access.log), and every 10 s the top pages
+# counted so far. Ctrl-C stops it all cleanly.
 # Usage: scripts/run.sh [ACCESS_LOG [FORMAT]]
+#        scripts/run.sh --check-log ACCESS_LOG    (parse only, JSON report)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -11,12 +13,80 @@ export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null 2>&1 || { echo "run: Go is not installed (https://go.dev/dl/, >= 1.26)" >&2; exit 1; }
 mkdir -p bin
 CGO_ENABLED=0 go build -o bin/ ./cmd/...
-log="${1:-}"
-if [ -z "$log" ]; then
-	mkdir -p data
-	log=data/demo-access.log
-	rm -f "$log"
-	bin/loggen -n 200000 -bad-every 5000 -o "$log"
-	echo "run: no log given; generated $log (200000 lines, 1 in 5000 malformed)" >&2
+if [ "${1:-}" = "--check-log" ]; then
+	exec bin/collector -check-log "$2" -format "${3:-auto}"
 fi
-exec bin/collector -check-log "$log" -format "${2:-auto}"
+scripts/setup.sh
+
+data="$root/data"
+mkdir -p "$data/clickhouse" "$data/demo"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+cat >"$data/clickhouse/config.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>$data/clickhouse/server.log</log><errorlog>$data/clickhouse/error.log</errorlog></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <tcp_port>$port</tcp_port>
+  <path>$data/clickhouse/db/</path>
+  <tmp_path>$data/clickhouse/tmp/</tmp_path>
+  <user_files_path>$data/clickhouse/user_files/</user_files_path>
+  <format_schema_path>$data/clickhouse/format_schemas/</format_schema_path>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <timezone>UTC</timezone>
+  <mark_cache_size>268435456</mark_cache_size>
+</yandex>
+XML
+cat >"$data/clickhouse/users.xml" <<'XML'
+<?xml version="1.0"?>
+<yandex>
+  <profiles><default><poll_interval>1</poll_interval></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <quotas><default></default></quotas>
+</yandex>
+XML
+pids=()
+# Stop in reverse order: the collector flushes into a server that is still up.
+cleanup() {
+	trap - INT TERM EXIT
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM "${pids[i]}" 2>/dev/null || true
+		wait "${pids[i]}" 2>/dev/null || true
+	done
+}
+trap cleanup INT TERM EXIT
+/usr/sbin/clickhouse-server --config-file="$data/clickhouse/config.xml" >"$data/clickhouse/stdout.log" 2>&1 &
+pids+=($!)
+
+log="${1:-}"
+format="${2:-combined}"
+if [ -z "$log" ]; then
+	log="$data/demo/access.log"
+	bin/loggen -rate 200 -o "$log" &
+	pids+=($!)
+	echo "run: no log given; writing live demo traffic (200 requests/s) to $log" >&2
+fi
+log="$(cd "$(dirname "$log")" && pwd)/$(basename "$log")"
+cat >"$data/hitcount.yaml" <<YAML
+clickhouse:
+  addr: [127.0.0.1:$port]
+  database: hitcount
+sources:
+  - path: $log
+    format: $format
+    site: demo
+    start_at: beginning
+batch: {rows: 50000, delay: 1s}
+http: {listen: "127.0.0.1:0"}
+state_dir: $data/state
+YAML
+# http listen 127.0.0.1:0 would pick a random port; give a fixed free one.
+sed -i "s|127.0.0.1:0|127.0.0.1:$(free_port)|" "$data/hitcount.yaml"
+bin/collector -config "$data/hitcount.yaml" &
+pids+=($!)
+echo "run: collector shipping $log into ClickHouse on 127.0.0.1:$port (config $data/hitcount.yaml); Ctrl-C to stop" >&2
+while sleep 10; do
+	clickhouse-client --port "$port" --query "SELECT path, sum(hits) AS hits FROM hitcount.hits_1m GROUP BY path ORDER BY hits DESC LIMIT 10 FORMAT PrettyCompact" 2>/dev/null || true
+done
