@@ -1,0 +1,102 @@
+package tailer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func write(t *testing.T, path string, data []byte) *os.File {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func gz(data []byte) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write(data)
+	zw.Close()
+	return b.Bytes()
+}
+
+// A log keeps its identity when renamed, copied or gzipped; another site or
+// another first line is another identity; no complete first line, no identity.
+func TestFingerprint(t *testing.T) {
+	dir := t.TempDir()
+	content := []byte("1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 200 1 \"-\" \"-\"\nsecond line\n")
+	plain, err := Fingerprint(write(t, filepath.Join(dir, "access.log"), content), "www")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipped, err := Fingerprint(write(t, filepath.Join(dir, "access.log.1.gz"), gz(content)), "www")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.ID != zipped.ID || plain.Gzip || !zipped.Gzip {
+		t.Errorf("plain %+v and gzipped %+v copies differ", plain, zipped)
+	}
+	grown, _ := Fingerprint(write(t, filepath.Join(dir, "grown.log"), append(content, "third\n"...)), "www")
+	if grown.ID != plain.ID {
+		t.Error("appending lines changed the identity")
+	}
+	otherSite, _ := Fingerprint(write(t, filepath.Join(dir, "a.log"), content), "blog")
+	otherHead, _ := Fingerprint(write(t, filepath.Join(dir, "b.log"), append([]byte("x"), content...)), "www")
+	if otherSite.ID == plain.ID || otherHead.ID == plain.ID {
+		t.Error("a different site or first line kept the identity")
+	}
+	if _, err := Fingerprint(write(t, filepath.Join(dir, "partial.log"), []byte("no newline yet")), "www"); !errors.Is(err, ErrNotReady) {
+		t.Errorf("partial first line: err = %v, want ErrNotReady", err)
+	}
+}
+
+func TestReaderResumesAfterCommittedLine(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("aa\nbbb\ncccc\n")
+	for _, c := range []struct {
+		name string
+		data []byte
+		gz   bool
+	}{{"plain", data, false}, {"gzip", gz(data), true}} {
+		t.Run(c.name, func(t *testing.T) {
+			f := write(t, filepath.Join(dir, c.name), c.data)
+			r, err := NewReader(f, c.gz, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found, err := r.SeekAfterLine(3); err != nil || !found {
+				t.Fatalf("SeekAfterLine(3) = %v, %v", found, err)
+			}
+			line, off, err := r.Next()
+			if err != nil || string(line) != "cccc\n" || off != 7 {
+				t.Fatalf("after line at 3: %q@%d %v", line, off, err)
+			}
+			if _, _, err := r.Next(); err != io.EOF {
+				t.Fatalf("at the end: %v", err)
+			}
+			if found, _ := r.SeekAfterLine(100); found {
+				t.Fatal("a committed offset past the end was found")
+			}
+		})
+	}
+}
+
+func TestAlignToLineEnd(t *testing.T) {
+	f := write(t, filepath.Join(t.TempDir(), "a"), []byte("one\ntwo\nthr"))
+	for size, want := range map[int64]int64{11: 8, 8: 8, 7: 4, 3: 0, 0: 0} {
+		if got, err := AlignToLineEnd(f, size); err != nil || got != want {
+			t.Errorf("AlignToLineEnd(%d) = %d, %v; want %d", size, got, err, want)
+		}
+	}
+}
