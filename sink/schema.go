@@ -144,6 +144,68 @@ SELECT toStartOfMinute(ts) AS minute, site, host, path, method, status,
 	match(user_agent, '` + BotPattern + `') AS bot,
 	count() AS hits, sum(bytes) AS bytes
 FROM {db}.hits GROUP BY minute, site, host, path, method, status, bot`),
+		// The sweeper's inputs and state. hits_touched says which pages got
+		// hits in which minutes, by the minute they were ingested, so a sweep
+		// reads only what changed since the last one (late hits included).
+		q(`CREATE TABLE IF NOT EXISTS {db}.hits_touched (
+	ingested DateTime,
+	site String,
+	path String,
+	minute DateTime,
+	hits UInt64
+) ENGINE = SummingMergeTree(hits)
+PARTITION BY toYYYYMMDD(ingested)
+ORDER BY (ingested, site, path, minute)`),
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_touched_mv TO {db}.hits_touched AS
+SELECT toStartOfMinute(now()) AS ingested, site, path, toStartOfMinute(ts) AS minute, count() AS hits
+FROM {db}.hits GROUP BY ingested, site, path, minute`),
+		// hits_1d serves lifetime rules: a page's whole history in one row a day.
+		q(`CREATE TABLE IF NOT EXISTS {db}.hits_1d (
+	day Date,
+	site String,
+	host String,
+	path String,
+	method String,
+	status UInt16,
+	bot UInt8,
+	hits UInt64
+) ENGINE = SummingMergeTree(hits)
+PARTITION BY toYYYYMM(day)
+ORDER BY (site, path, day, host, method, status, bot)`),
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_1d_mv TO {db}.hits_1d AS
+SELECT toDate(ts) AS day, site, host, path, method, status,
+	match(user_agent, '` + BotPattern + `') AS bot, count() AS hits
+FROM {db}.hits GROUP BY day, site, host, path, method, status, bot`),
+		// crossings: every threshold crossing and each change of its state, one
+		// row per change; the latest version of a key is its state.
+		q(`CREATE TABLE IF NOT EXISTS {db}.crossings (
+	key String,
+	rule String,
+	site String,
+	path String,
+	window_start DateTime,
+	threshold UInt64,
+	count UInt64,
+	state String,
+	version UInt64,
+	owner String,
+	fencing UInt64,
+	attempts UInt32,
+	message_id String,
+	error String,
+	updated DateTime
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY key`),
+		// sweeps: one row per finished sweep; the latest watermark is where the
+		// next one starts reading hits_touched.
+		q(`CREATE TABLE IF NOT EXISTS {db}.sweeps (
+	finished DateTime,
+	watermark DateTime,
+	owner String,
+	crossings UInt32,
+	sent UInt32
+) ENGINE = MergeTree
+ORDER BY finished`),
 	}
 }
 

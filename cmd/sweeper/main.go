@@ -1,33 +1,52 @@
 // Command sweeper turns counts into alerts: every sweep.every it finds the
-// threshold crossings of the configured rules and emails each exactly once.
+// threshold crossings of the configured rules, records each in ClickHouse and
+// emails it exactly once.
 //
-// This build checks the sweeper's configuration (rules, windows, time zones,
-// recipients, templates, SMTP); sweeping itself is not built yet:
-//
-//	sweeper -check-config -config FILE
+//	sweeper -config FILE                  run on the schedule until SIGTERM/SIGINT
+//	sweeper -config FILE -once            one sweep, then exit (systemd timers, cron)
+//	sweeper -config FILE -once -dry-run   print what would be recorded and sent, change nothing
+//	sweeper -check-config -config FILE    report every problem in the file, exit
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/hitcount/hitcount/config"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
-func run(args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sweeper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration `file`")
 	checkConfig := fs.Bool("check-config", false, "check the configuration file, report every problem, exit")
+	once := fs.Bool("once", false, "run one sweep and exit")
+	dryRun := fs.Bool("dry-run", false, "with -once: print what would be recorded and sent; change nothing")
+	logLevel := fs.String("log-level", "info", "debug | info | warn | error")
+	logFormat := fs.String("log-format", "text", "text | json")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *configPath == "" || !*checkConfig {
-		fmt.Fprintln(stderr, "sweeper: this build only checks configuration: sweeper -check-config -config FILE")
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "sweeper: give -config FILE")
+		fs.Usage()
+		return 2
+	}
+	if *dryRun && !*once {
+		fmt.Fprintln(stderr, "sweeper: -dry-run goes with -once")
 		return 2
 	}
 	cfg, err := config.Load(*configPath)
@@ -38,10 +57,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	for _, r := range cfg.Rules {
-		window := r.Window
-		fmt.Fprintf(stdout, "rule %s: path %s, window %s (%s), %d recipient(s)\n", r.Name, r.Match.Path, window, r.Location, len(r.To))
+	if *checkConfig {
+		for _, r := range cfg.Rules {
+			fmt.Fprintf(stdout, "rule %s: path %s, window %s (%s), %d recipient(s)\n", r.Name, r.Match.Path, r.Window, r.Location, len(r.To))
+		}
+		fmt.Fprintf(stdout, "%s: ok (%d rules)\n", *configPath, len(cfg.Rules))
+		return 0
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d rules)\n", *configPath, len(cfg.Rules))
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(stderr, "sweeper: -log-level: %v\n", err)
+		return 2
+	}
+	hopts := &slog.HandlerOptions{Level: lv}
+	log := slog.New(slog.NewTextHandler(stderr, hopts))
+	if *logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, hopts))
+	}
+	if err := sweep(ctx, cfg, log, mode{once: *once, dryRun: *dryRun, out: stdout}); err != nil {
+		log.Error("sweeper stopped", "err", err)
+		return 1
+	}
 	return 0
 }

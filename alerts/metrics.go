@@ -1,0 +1,77 @@
+package alerts
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the sweeper's Prometheus series; a nil *Metrics records nothing.
+type Metrics struct {
+	Sweeps        prometheus.Counter
+	SweepSeconds  prometheus.Histogram
+	Crossings     prometheus.Counter
+	Claims        *prometheus.CounterVec
+	Emails        *prometheus.CounterVec
+	Waiting       prometheus.Gauge
+	LastSweepTime prometheus.Gauge
+}
+
+// NewMetrics registers the series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Sweeps:        prometheus.NewCounter(prometheus.CounterOpts{Name: "hitcount_sweeper_sweeps_total", Help: "Sweeps finished."}),
+		SweepSeconds:  prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hitcount_sweeper_sweep_seconds", Help: "Duration of a sweep.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
+		Crossings:     prometheus.NewCounter(prometheus.CounterOpts{Name: "hitcount_sweeper_crossings_total", Help: "Threshold crossings recorded."}),
+		Claims:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_claims_total", Help: "Claims on crossings, won or lost."}, []string{"result"}),
+		Emails:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_emails_total", Help: "Emails by result: sent, retried, failed."}, []string{"result"}),
+		Waiting:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_crossings_waiting", Help: "Crossings recorded and not sent yet after the last sweep."}),
+		LastSweepTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_last_sweep_timestamp_seconds", Help: "When the last sweep finished."}),
+	}
+	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime)
+	return m
+}
+
+func (m *Metrics) crossings(n int) {
+	if m != nil {
+		m.Crossings.Add(float64(n))
+	}
+}
+
+func (m *Metrics) claim(won bool) {
+	if m != nil {
+		m.Claims.WithLabelValues(map[bool]string{true: "won", false: "lost"}[won]).Inc()
+	}
+}
+
+func (m *Metrics) sent() {
+	if m != nil {
+		m.Emails.WithLabelValues("sent").Inc()
+	}
+}
+
+func (m *Metrics) retried() {
+	if m != nil {
+		m.Emails.WithLabelValues("retried").Inc()
+	}
+}
+
+func (m *Metrics) failed() {
+	if m != nil {
+		m.Emails.WithLabelValues("failed").Inc()
+	}
+}
+
+func (m *Metrics) waiting(n int) {
+	if m != nil {
+		m.Waiting.Set(float64(n))
+	}
+}
+
+func (m *Metrics) sweep(d time.Duration) {
+	if m != nil {
+		m.Sweeps.Inc()
+		m.SweepSeconds.Observe(d.Seconds())
+		m.LastSweepTime.SetToCurrentTime()
+	}
+}

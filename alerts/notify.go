@@ -1,0 +1,179 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+)
+
+// Message is one email, built from a crossing and its rule's templates.
+type Message struct {
+	ID      string // Message-ID with angle brackets
+	Key     string // the crossing's key (names the outbox file)
+	From    string
+	To      []string
+	Subject string
+	Text    string
+	HTML    string
+	Date    time.Time
+}
+
+// Sender delivers a message. retryable says whether trying again later may
+// succeed (a refused connection, a timeout, a 4xx) or not (a 5xx).
+type Sender interface {
+	Send(ctx context.Context, m *Message) (retryable bool, err error)
+}
+
+// SenderFunc adapts a function to Sender.
+type SenderFunc func(ctx context.Context, m *Message) (bool, error)
+
+// Send implements Sender.
+func (f SenderFunc) Send(ctx context.Context, m *Message) (bool, error) { return f(ctx, m) }
+
+// headerSafe makes text from the network (paths, hosts) safe for a header: no
+// CR or LF can start a new header line, and the length stays sane.
+func headerSafe(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' || r == 0 {
+			return ' '
+		}
+		return r
+	}, s)
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+func (m *Message) build() (*gomail.Msg, error) {
+	msg := gomail.NewMsg()
+	if err := msg.From(m.From); err != nil {
+		return nil, fmt.Errorf("from %q: %w", m.From, err)
+	}
+	if err := msg.To(m.To...); err != nil {
+		return nil, fmt.Errorf("to %v: %w", m.To, err)
+	}
+	msg.Subject(headerSafe(m.Subject))
+	msg.SetMessageIDWithValue(strings.Trim(m.ID, "<>"))
+	msg.SetDateWithValue(m.Date)
+	msg.SetGenHeader("X-Hitcount-Crossing", m.Key)
+	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	}
+	return msg, nil
+}
+
+// Outbox writes messages as .eml files, one per crossing: writing the same
+// crossing again replaces its file, so a retry never makes a second message.
+type Outbox struct{ Dir string }
+
+// Send implements Sender.
+func (o Outbox) Send(_ context.Context, m *Message) (bool, error) {
+	msg, err := m.build()
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return true, fmt.Errorf("outbox: %w", err)
+	}
+	var buf bytes.Buffer
+	if _, err := msg.WriteTo(&buf); err != nil {
+		return false, fmt.Errorf("outbox: %w", err)
+	}
+	path := filepath.Join(o.Dir, m.Key+".eml")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return true, fmt.Errorf("outbox: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return true, fmt.Errorf("outbox: %w", err)
+	}
+	return false, nil
+}
+
+// SMTPOptions configure an SMTP sender.
+type SMTPOptions struct {
+	Host     string
+	Port     int
+	TLS      string // starttls | tls | none
+	Username string
+	Password string
+	Timeout  time.Duration
+}
+
+// SMTP sends through an SMTP server with go-mail.
+type SMTP struct{ opts SMTPOptions }
+
+// NewSMTP checks the options; TLS is mandatory unless "none" was chosen (which
+// the config allows only to a loopback host).
+func NewSMTP(o SMTPOptions) *SMTP { return &SMTP{opts: o} }
+
+// Send implements Sender.
+func (s *SMTP) Send(ctx context.Context, m *Message) (bool, error) {
+	msg, err := m.build()
+	if err != nil {
+		return false, err
+	}
+	opts := []gomail.Option{gomail.WithPort(s.opts.Port), gomail.WithTimeout(s.opts.Timeout)}
+	switch s.opts.TLS {
+	case "tls":
+		opts = append(opts, gomail.WithSSL(), gomail.WithTLSPolicy(gomail.TLSMandatory))
+	case "none":
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	default:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
+	}
+	if s.opts.Username != "" {
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
+			gomail.WithUsername(s.opts.Username), gomail.WithPassword(s.opts.Password))
+	}
+	c, err := gomail.NewClient(s.opts.Host, opts...)
+	if err != nil {
+		return false, fmt.Errorf("smtp client: %w", err)
+	}
+	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+		return retryable(err), fmt.Errorf("smtp %s:%d: %w", s.opts.Host, s.opts.Port, err)
+	}
+	return false, nil
+}
+
+// retryable classifies an SMTP failure: permanent (5xx) failures are not
+// retried; connection problems, timeouts and 4xx are.
+func retryable(err error) bool {
+	var se *gomail.SendError
+	if errors.As(err, &se) {
+		if se.IsTemp() {
+			return true
+		}
+		if code := se.ErrorCode(); code >= 500 && code < 600 {
+			return false
+		}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return true
+}
+
+// domainOf is the domain of an address, for Message-IDs.
+func domainOf(addr string) string {
+	a, err := mail.ParseAddress(addr)
+	if err != nil {
+		return "hitcount.invalid"
+	}
+	if i := strings.LastIndexByte(a.Address, '@'); i >= 0 {
+		return a.Address[i+1:]
+	}
+	return "hitcount.invalid"
+}

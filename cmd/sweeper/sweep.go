@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+
+	"github.com/hitcount/hitcount/alerts"
+	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/ops"
+	"github.com/hitcount/hitcount/sink"
+)
+
+type mode struct {
+	once, dryRun bool
+	out          io.Writer
+}
+
+// sweep wires the configuration into a sweeper and runs it once or on its
+// schedule.
+func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) error {
+	if cfg.ClickHouse == nil {
+		return errors.New("no clickhouse section: the embedded store is not available to the sweeper in this build")
+	}
+	if cfg.Sweep.Claims != "local" {
+		return fmt.Errorf("sweep.claims %q is not available in this build; use local", cfg.Sweep.Claims)
+	}
+	ch := cfg.ClickHouse
+	pw, err := ch.ResolvePassword()
+	if err != nil {
+		return err
+	}
+	s, err := sink.Connect(ctx, sink.Options{Addr: ch.Addr, Database: ch.Database, Username: ch.Username, Password: pw.Reveal(),
+		Compression: ch.Compression, DialTimeout: ch.DialTimeout.Duration, InsertTimeout: ch.InsertTimeout.Duration},
+		func(err error, wait time.Duration) { log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait) })
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		return err
+	}
+	rules, err := alerts.CompileRules(cfg.Rules)
+	if err != nil {
+		return err
+	}
+	var claims *alerts.LocalClaims
+	if !m.dryRun {
+		if claims, err = alerts.OpenLocalClaims(cfg.Resolve(cfg.StateDir), time.Now); err != nil {
+			return err
+		}
+		defer claims.Close()
+	}
+	sender, from, err := newSender(cfg)
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	reg := ops.Registry()
+	sw := alerts.NewSweeper(alerts.NewStore(s.Conn(), s.Database()), rules, claims, sender, alerts.Options{
+		Lateness: cfg.Sweep.Lateness.Duration, Lease: cfg.Sweep.Lease.Duration, MaxCrossings: cfg.Sweep.MaxCrossings,
+		From: from, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: m.dryRun, Logger: log, Metrics: alerts.NewMetrics(reg),
+	})
+
+	if m.once {
+		return runPasses(ctx, sw, log, m)
+	}
+	var ready sync.Mutex
+	var lastErr error = errors.New("no sweep finished yet")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if listen := *cfg.HTTP.Listen; listen != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := ops.Serve(ctx, listen, ops.Handler(reg, func() error { ready.Lock(); defer ready.Unlock(); return lastErr }))
+			if err != nil {
+				log.Error("ops server", "err", err)
+				cancel()
+			}
+		}()
+	}
+	sched, err := gocron.NewScheduler()
+	if err != nil {
+		return fmt.Errorf("scheduler: %w", err)
+	}
+	// Singleton mode: a run still going when the next is due makes that one
+	// wait for the following tick instead of overlapping it.
+	_, err = sched.NewJob(gocron.DurationJob(cfg.Sweep.Every.Duration),
+		gocron.NewTask(func(jobCtx context.Context) {
+			err := runPasses(jobCtx, sw, log, m)
+			ready.Lock()
+			lastErr = err
+			ready.Unlock()
+			if err != nil {
+				log.Error("sweep failed; next try on schedule", "err", err)
+			}
+		}),
+		gocron.WithContext(ctx),
+		gocron.WithSingletonMode(gocron.LimitModeReschedule),
+		gocron.WithStartAt(gocron.WithStartImmediately()))
+	if err != nil {
+		return fmt.Errorf("schedule sweeps: %w", err)
+	}
+	log.Info("sweeping", "every", cfg.Sweep.Every.Duration, "rules", len(rules))
+	sched.Start()
+	<-ctx.Done()
+	err = sched.Shutdown()
+	wg.Wait()
+	return err
+}
+
+// runPasses sweeps until a pass leaves no work it had to put off (a pass that
+// hit max_crossings runs again at once rather than a full interval later).
+func runPasses(ctx context.Context, sw *alerts.Sweeper, log *slog.Logger, m mode) error {
+	for {
+		res, err := sw.Sweep(ctx)
+		if err != nil {
+			return err
+		}
+		if m.dryRun {
+			for _, r := range res.Detected {
+				fmt.Fprintf(m.out, "would record: rule %s page %s%s threshold %d window %s count %d\n",
+					r.Rule, r.Site, r.Path, r.Threshold, r.WindowStart.Format(time.RFC3339), r.Count)
+			}
+			fmt.Fprintf(m.out, "dry run: %d new crossings, %d waiting to be sent\n", len(res.Detected), res.Pending)
+			return nil
+		}
+		log.Info("sweep done", "recorded", len(res.Detected), "sent", res.Sent, "failed", res.Failed, "waiting", res.Pending)
+		if !res.More || ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func newSender(cfg *config.Config) (alerts.Sender, string, error) {
+	if cfg.SMTP == nil {
+		return alerts.Outbox{Dir: cfg.Resolve(cfg.Outbox)}, "hitcount <hitcount@localhost>", nil
+	}
+	pw, err := cfg.SMTP.ResolvePassword()
+	if err != nil {
+		return nil, "", err
+	}
+	return alerts.NewSMTP(alerts.SMTPOptions{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, TLS: cfg.SMTP.TLS,
+		Username: cfg.SMTP.Username, Password: pw.Reveal(), Timeout: cfg.SMTP.Timeout.Duration}), cfg.SMTP.From, nil
+}
