@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -14,11 +15,12 @@ func TestCheckConfig(t *testing.T) {
 	}{
 		{[]string{"-check-config", "-config", "../../deploy/hitcount.example.yaml"}, 0, "ok (2 rules)"},
 		{[]string{"-check-config", "-config", "../../config/testdata/mistakes.yaml"}, 1, "rules[0].timezone: unknown time zone"},
-		{[]string{"-config", "../../deploy/hitcount.example.yaml"}, 2, "only checks configuration"},
+		{[]string{"-config", "../../deploy/hitcount.example.yaml", "-dry-run"}, 2, "-dry-run goes with -once"},
+		{nil, 2, "give -config FILE"},
 	}
 	for _, c := range cases {
 		var stdout, stderr bytes.Buffer
-		code := run(c.args, &stdout, &stderr)
+		code := run(context.Background(), c.args, &stdout, &stderr)
 		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.out) {
 			t.Errorf("%v: exit %d, output %q; want exit %d with %q", c.args, code, stdout.String()+stderr.String(), c.code, c.out)
 		}

@@ -1,0 +1,188 @@
+package alerts_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/alerts"
+	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/testenv"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// env is a fresh database with hits, on a real ClickHouse 18.16 server.
+type env struct {
+	t    *testing.T
+	sink *sink.Sink
+	db   string
+	next int64
+}
+
+func newEnv(t *testing.T, ch *testenv.ClickHouseServer) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := fmt.Sprintf("s%d", rand.Uint32())
+	s, err := sink.Open(ctx, sink.Options{Addr: []string{ch.Addr()}, Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, sink: s, db: db}
+}
+
+// hits inserts n hits on a page at time at, as the collector would.
+func (e *env) hits(site, path string, n int, at time.Time, ua string) {
+	e.t.Helper()
+	b := sink.NewBatch(n)
+	b.Reset(site, 7)
+	h := parser.Hit{Unix: at.Unix(), Method: []byte("GET"), Path: []byte(path), Status: 200, UserAgent: []byte(ua), RemoteAddr: []byte("10.0.0.1")}
+	for range n {
+		b.Add(&h, e.next, e.next+100)
+		e.next += 100
+	}
+	if err := e.sink.Insert(context.Background(), b); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) rules(yaml string) []*alerts.Rule {
+	e.t.Helper()
+	cfg, err := config.Parse("rules.yaml", []byte(yaml))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rules, err := alerts.CompileRules(cfg.Rules)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rules
+}
+
+func (e *env) states() map[string]int {
+	e.t.Helper()
+	rows, err := e.sink.Conn().Query(context.Background(), "SELECT st, count() FROM (SELECT key, argMax(state, version) AS st FROM "+e.db+".crossings GROUP BY key) GROUP BY st")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n uint64
+		rows.Scan(&st, &n)
+		out[st] = int(n)
+	}
+	return out
+}
+
+const rulesYAML = `
+sources: [{path: /x, site: www.example.com}]
+rules:
+  - name: pricing-hot
+    match: {site: www.example.com, path: /pricing}
+    threshold: 100
+    window: 1h
+    timezone: Europe/Berlin
+    to: [ops@example.com]
+  - name: blog-milestones
+    match: {path: /blog/*, exclude_bots: true}
+    milestones: [10, 50]
+    window: lifetime
+    to: [editors@example.com, "Ed <ed@example.com>"]
+`
+
+// Every crossing is recorded once and emailed once, over a real SMTP server;
+// sweeping again sends nothing new; late hits produce the crossing of the
+// window they belong to; the state table agrees with the mailbox.
+func TestSweepSendsEachCrossingOnce(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	smtp := testenv.SMTP(t)
+	e := newEnv(t, ch)
+	now := time.Now().Truncate(time.Minute)
+	e.hits("www.example.com", "/pricing", 120, now, "Mozilla/5.0")                        // crosses 100 in this hour
+	e.hits("www.example.com", "/blog/a\r\nBcc: evil@example.com", 60, now, "Mozilla/5.0") // crosses 10 and 50; a hostile path
+	e.hits("www.example.com", "/blog/b", 30, now, "Googlebot/2.1")                        // bots excluded: no crossing
+	// Late hits: logged three hours ago, ingested now.
+	e.hits("www.example.com", "/pricing", 150, now.Add(-3*time.Hour), "Mozilla/5.0")
+
+	sender := alerts.NewSMTP(alerts.SMTPOptions{Host: smtp.Host(), Port: smtp.Port(), TLS: "none", Timeout: 10 * time.Second})
+	claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Close()
+	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, sender,
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
+	res, err := sw.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Detected) != 4 || res.Sent != 4 {
+		t.Fatalf("detected %d, sent %d; want 4 and 4 (pricing now, pricing 3 h ago, blog 10, blog 50): %+v", len(res.Detected), res.Sent, res.Detected)
+	}
+	for range 2 {
+		res, err = sw.Sweep(context.Background())
+		if err != nil || len(res.Detected) != 0 || res.Sent != 0 {
+			t.Fatalf("a repeated sweep detected %d, sent %d (%v)", len(res.Detected), res.Sent, err)
+		}
+	}
+	msgs := smtp.Messages(t)
+	if len(msgs) != 4 {
+		t.Fatalf("mailbox holds %d messages, want 4", len(msgs))
+	}
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		id := m.Header.Get("Message-Id")
+		if ids[id] {
+			t.Errorf("Message-ID %s twice", id)
+		}
+		ids[id] = true
+		if m.Header.Get("Bcc") != "" || strings.Contains(m.Header.Get("Subject"), "\n") {
+			t.Errorf("a path injected a header: %v", m.Header)
+		}
+	}
+	if st := e.states(); st["sent"] != 4 || len(st) != 1 {
+		t.Errorf("state table %v, want 4 sent", st)
+	}
+}
+
+// The outbox transport writes one .eml per crossing; a second local sweeper on
+// the same state directory is refused.
+func TestOutboxAndSecondSweeperRefused(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	e := newEnv(t, ch)
+	e.hits("www.example.com", "/pricing", 101, time.Now(), "Mozilla/5.0")
+	state := t.TempDir()
+	claims, err := alerts.OpenLocalClaims(state, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Close()
+	if _, err := alerts.OpenLocalClaims(state, time.Now); err == nil || !strings.Contains(err.Error(), "another sweeper") {
+		t.Fatalf("second sweeper: err = %v, want refusal", err)
+	}
+	outbox := t.TempDir()
+	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, alerts.Outbox{Dir: outbox},
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
+	if _, err := sw.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(outbox, "*.eml"))
+	if len(files) != 1 {
+		t.Fatalf("outbox holds %d files, want 1", len(files))
+	}
+	data, _ := os.ReadFile(files[0])
+	if !strings.Contains(string(data), "Message-Id: <hitcount.") && !strings.Contains(string(data), "Message-ID: <hitcount.") {
+		t.Errorf("no deterministic Message-ID in:\n%s", data)
+	}
+}
