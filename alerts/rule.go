@@ -26,6 +26,7 @@ type Rule struct {
 	// milestone, ascending.
 	Thresholds []int64
 	Window     Window
+	WindowName string // as configured: "1h", "lifetime"
 	To         []string
 	Subject    *texttemplate.Template
 	Text       *texttemplate.Template
@@ -56,7 +57,7 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 		r := &Rule{
 			Name: cr.Name, Site: cr.Match.Site, Host: cr.Match.Host, Method: cr.Match.Method,
 			ExcludeBots: cr.Match.ExcludeBots, To: cr.To,
-			Window: Window{Size: cr.WindowDur, Loc: cr.Location},
+			Window: Window{Size: cr.WindowDur, Loc: cr.Location}, WindowName: cr.Window,
 		}
 		if cr.Threshold > 0 {
 			r.Thresholds = []int64{cr.Threshold}

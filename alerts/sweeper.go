@@ -312,7 +312,7 @@ func (s *Sweeper) message(ctx context.Context, r *Rule, row Row) (*Message, erro
 	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold}
 	if r.Window.Size > 0 {
 		v.Windowed = true
-		v.WindowName = r.Window.Size.String()
+		v.WindowName = r.WindowName
 		v.WindowStart = row.WindowStart.In(r.Window.loc())
 		v.WindowEnd = r.Window.End(v.WindowStart)
 		step := max(time.Minute, (r.Window.Size / 12).Truncate(time.Minute))
@@ -320,6 +320,9 @@ func (s *Sweeper) message(ctx context.Context, r *Rule, row Row) (*Message, erro
 		series, err := s.store.Series(ctx, r, row.Site, row.Path, v.WindowStart, v.WindowEnd, step)
 		if err != nil {
 			return nil, err
+		}
+		for i := range series {
+			series[i].Time = series[i].Time.In(r.Window.loc())
 		}
 		v.Series = series
 	}

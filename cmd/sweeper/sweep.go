@@ -39,7 +39,9 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	}
 	s, err := sink.Connect(ctx, sink.Options{Addr: ch.Addr, Database: ch.Database, Username: ch.Username, Password: pw.Reveal(),
 		Compression: ch.Compression, DialTimeout: ch.DialTimeout.Duration, InsertTimeout: ch.InsertTimeout.Duration},
-		func(err error, wait time.Duration) { log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait) })
+		func(err error, wait time.Duration) {
+			log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait)
+		})
 	if err != nil {
 		return err
 	}
