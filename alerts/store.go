@@ -30,6 +30,7 @@ type Row struct {
 	Attempts   uint32
 	MsgID      string
 	Error      string
+	Updated    time.Time // when this version was written (by the sweeper's clock)
 }
 
 // Store reads rollups and keeps crossing state in ClickHouse.
@@ -160,10 +161,9 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 	if err != nil {
 		return fmt.Errorf("write crossings: %w", err)
 	}
-	now := time.Now()
 	for _, r := range rows {
 		if err := b.Append(r.Key(), r.Rule, r.Site, r.Path, r.WindowStart, uint64(r.Threshold), uint64(r.Count), r.State,
-			r.Version, r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, now); err != nil {
+			r.Version, r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated); err != nil {
 			b.Abort()
 			return fmt.Errorf("write crossings: %w", err)
 		}
@@ -176,7 +176,7 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 
 const latestColumns = `key, argMax(rule, version), argMax(site, version), argMax(path, version), argMax(window_start, version),
 	argMax(threshold, version), argMax(count, version), argMax(state, version), max(version), argMax(owner, version),
-	argMax(fencing, version), argMax(attempts, version), argMax(message_id, version), argMax(error, version)`
+	argMax(fencing, version), argMax(attempts, version), argMax(message_id, version), argMax(error, version), argMax(updated, version)`
 
 func (s *Store) latest(ctx context.Context, where, having string, args ...any) ([]Row, error) {
 	q := "SELECT " + latestColumns + " FROM " + s.db + ".crossings" + where + " GROUP BY key" + having + " ORDER BY max(version)"
@@ -191,7 +191,7 @@ func (s *Store) latest(ctx context.Context, where, having string, args ...any) (
 		var key string
 		var threshold, count uint64
 		if err := rows.Scan(&key, &r.Rule, &r.Site, &r.Path, &r.WindowStart, &threshold, &count, &r.State, &r.Version,
-			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error); err != nil {
+			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error, &r.Updated); err != nil {
 			return nil, fmt.Errorf("read crossings: %w", err)
 		}
 		r.Subject, r.Threshold, r.Count = r.Site+r.Path, int64(threshold), int64(count)

@@ -72,6 +72,17 @@ type Result struct {
 	More     bool // MaxCrossings was reached: run again at once
 }
 
+// retryAfter is how long a crossing whose email failed waits before the next
+// attempt: 30 s, doubling per attempt, at most an hour. A sweep runs every few
+// minutes, so in practice the first retries happen on the next sweeps.
+func retryAfter(attempts uint32) time.Duration {
+	d := 30 * time.Second
+	for i := uint32(1); i < attempts && d < time.Hour; i++ {
+		d *= 2
+	}
+	return min(d, time.Hour)
+}
+
 func (s *Sweeper) version() uint64 {
 	v := uint64(s.o.Now().UnixNano())
 	if v <= s.last {
@@ -112,7 +123,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	var fresh []Row
 	for _, r := range found {
 		if _, ok := known[r.Key()]; !ok {
-			r.State, r.Version, r.Owner, r.MsgID = StateDetected, s.version(), s.o.Owner, r.MessageID(domainOf(s.o.From))
+			r.State, r.Version, r.Owner, r.MsgID, r.Updated = StateDetected, s.version(), s.o.Owner, r.MessageID(domainOf(s.o.From)), s.o.Now()
 			fresh = append(fresh, r)
 		}
 	}
@@ -134,14 +145,19 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	for i, row := range pending {
+	attempted := 0
+	for _, row := range pending {
 		if ctx.Err() != nil {
 			break
 		}
-		if i >= s.o.MaxCrossings {
+		if row.State == StateDetected && row.Attempts > 0 && s.o.Now().Before(row.Updated.Add(retryAfter(row.Attempts))) {
+			continue // backing off after a failed send
+		}
+		if attempted >= s.o.MaxCrossings {
 			res.More = true
 			break
 		}
+		attempted++
 		sent, failed, err := s.deliver(ctx, row)
 		if err != nil {
 			return res, err
@@ -237,7 +253,7 @@ func (s *Sweeper) deliver(ctx context.Context, row Row) (sent, failed bool, err 
 	}
 	defer s.claims.Release(context.WithoutCancel(ctx), row.Key(), claim)
 	claimed := row
-	claimed.State, claimed.Version, claimed.Owner, claimed.Fencing = StateClaimed, s.version(), s.o.Owner, claim.Token
+	claimed.State, claimed.Version, claimed.Owner, claimed.Fencing, claimed.Updated = StateClaimed, s.version(), s.o.Owner, claim.Token, s.o.Now()
 	if err := s.store.Write(ctx, []Row{claimed}); err != nil {
 		return false, false, err
 	}
@@ -272,7 +288,7 @@ func (s *Sweeper) deliver(ctx context.Context, row Row) (sent, failed bool, err 
 		return false, false, nil
 	}
 	mark := claimed
-	mark.Version = s.version()
+	mark.Version, mark.Updated = s.version(), s.o.Now()
 	switch {
 	case sendErr == nil:
 		mark.State, mark.Error = StateSent, ""

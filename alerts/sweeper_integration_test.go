@@ -57,15 +57,19 @@ func (e *env) hits(site, path string, n int, at time.Time, ua string) {
 
 func (e *env) rules(yaml string) []*alerts.Rule {
 	e.t.Helper()
-	cfg, err := config.Parse("rules.yaml", []byte(yaml))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	rules, err := alerts.CompileRules(cfg.Rules)
+	rules, err := compileRules(yaml)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return rules
+}
+
+func compileRules(yaml string) ([]*alerts.Rule, error) {
+	cfg, err := config.Parse("rules.yaml", []byte(yaml))
+	if err != nil {
+		return nil, err
+	}
+	return alerts.CompileRules(cfg.Rules)
 }
 
 func (e *env) states() map[string]int {

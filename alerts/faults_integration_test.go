@@ -1,0 +1,267 @@
+package alerts_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/mail"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/alerts"
+	"github.com/hitcount/hitcount/internal/testenv"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Child mode: a sweeper process that crashes (exit 3) at a chosen step.
+func TestMain(m *testing.M) {
+	if os.Getenv("HITCOUNT_CHILD_SWEEPER") != "" {
+		os.Exit(childSweeper())
+	}
+	os.Exit(m.Run())
+}
+
+func childSweeper() int {
+	ctx := context.Background()
+	s, err := sink.Open(ctx, sink.Options{Addr: []string{os.Getenv("HC_ADDR")}, Database: os.Getenv("HC_DB")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	port, _ := strconv.Atoi(os.Getenv("HC_SMTP_PORT"))
+	claims, err := alerts.OpenLocalClaims(os.Getenv("HC_STATE"), time.Now)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	rules, err := compileRules(rulesYAML)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	crashAt := os.Getenv("HC_CRASH_AT")
+	sw := alerts.NewSweeper(alerts.NewStore(s.Conn(), os.Getenv("HC_DB")), rules, claims,
+		alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: port, TLS: "none", Timeout: 5 * time.Second}),
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "child", Fault: func(step string) {
+			if step == crashAt {
+				os.Exit(3)
+			}
+		}})
+	if _, err := sw.Sweep(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// Crashes at each step of sending, then a restart: every crossing is delivered
+// exactly once, except a crash after the SMTP server accepted, which delivers
+// it twice with the same Message-ID; the state table ends with all sent.
+func TestCrashAtEachStepThenRestart(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	smtp := testenv.SMTP(t)
+	for _, step := range []string{"recorded", "claimed", "sent", "marked"} {
+		t.Run(step, func(t *testing.T) {
+			e := newEnv(t, ch)
+			e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
+			before := len(smtp.Messages(t))
+			state := t.TempDir()
+			run := func(crashAt string) int {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_SWEEPER=1", "HC_ADDR="+ch.Addr(), "HC_DB="+e.db,
+					"HC_SMTP_PORT="+strconv.Itoa(smtp.Port()), "HC_STATE="+state, "HC_CRASH_AT="+crashAt)
+				out, _ := cmd.CombinedOutput()
+				if len(out) > 0 {
+					t.Logf("child: %s", out)
+				}
+				return cmd.ProcessState.ExitCode()
+			}
+			if code := run(step); code != 3 {
+				t.Fatalf("the sweeper did not crash at %s (exit %d)", step, code)
+			}
+			if code := run(""); code != 0 {
+				t.Fatalf("the restarted sweeper exited %d", code)
+			}
+			if code := run(""); code != 0 {
+				t.Fatalf("a third sweep exited %d", code)
+			}
+			msgs := smtp.Messages(t)[before:]
+			want := 1
+			if step == "sent" {
+				want = 2 // the documented window: accepted, then the sender died before recording it
+			}
+			if len(msgs) != want {
+				t.Fatalf("crash at %s: %d messages delivered, want %d", step, len(msgs), want)
+			}
+			if msgs[0].Header.Get("Message-Id") != msgs[len(msgs)-1].Header.Get("Message-Id") {
+				t.Fatal("the re-sent message has another Message-ID")
+			}
+			if st := e.states(); st["sent"] != 1 || len(st) != 1 {
+				t.Fatalf("state table %v, want the crossing sent", st)
+			}
+		})
+	}
+}
+
+// faultySMTP is a real aiosmtpd server whose handler answers DATA according to
+// a mode file: "451" (temporary), "550" (permanent), "hang" (never answers),
+// or "ok" (stores the message).
+type faultySMTP struct {
+	port     int
+	mode     string
+	messages string
+}
+
+const faultyHandler = `
+import asyncio, os, time, email
+class Handler:
+    def __init__(self, d):
+        self.d = d
+    @classmethod
+    def from_cli(cls, parser, *args):
+        return cls(*args)
+    async def handle_DATA(self, server, session, envelope):
+        mode = open(os.path.join(self.d, "mode")).read().strip()
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode in ("451", "550"):
+            return mode + (" 4.3.0 try again later" if mode == "451" else " 5.7.1 rejected")
+        name = os.path.join(self.d, "msgs", "%d.eml" % time.time_ns())
+        open(name, "wb").write(envelope.content)
+        return "250 OK"
+`
+
+func startFaultySMTP(t *testing.T) *faultySMTP {
+	t.Helper()
+	testenv.Require(t, "python3 with aiosmtpd", "/usr/bin/python3")
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "faulty.py"), []byte(faultyHandler), 0o644)
+	os.MkdirAll(filepath.Join(dir, "msgs"), 0o755)
+	f := &faultySMTP{mode: filepath.Join(dir, "mode"), messages: filepath.Join(dir, "msgs")}
+	f.set(t, "ok")
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	f.port = ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:"+strconv.Itoa(f.port), "-c", "faulty.Handler", dir)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(f.port)); err == nil {
+			c.Close()
+			return f
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("faulty SMTP server did not start")
+	return nil
+}
+
+func (f *faultySMTP) set(t *testing.T, mode string) {
+	if err := os.WriteFile(f.mode, []byte(mode), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *faultySMTP) delivered(t *testing.T) []*mail.Message {
+	files, _ := filepath.Glob(filepath.Join(f.messages, "*.eml"))
+	var out []*mail.Message
+	for _, p := range files {
+		fh, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := mail.ReadMessage(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// SMTP faults: refused connections, a server that never answers, 4xx: each
+// retried on later sweeps and delivered once when the server recovers; 5xx:
+// the crossing is marked failed after one attempt, never forgotten.
+func TestSMTPFaults(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	srv := startFaultySMTP(t)
+	refused, _ := net.Listen("tcp", "127.0.0.1:0")
+	refusedPort := refused.Addr().(*net.TCPAddr).Port
+	refused.Close()
+	for _, fault := range []string{"refused", "hang", "451", "550"} {
+		t.Run(fault, func(t *testing.T) {
+			e := newEnv(t, ch)
+			e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
+			before := len(srv.delivered(t))
+			port := srv.port
+			switch fault {
+			case "refused":
+				port = refusedPort
+			default:
+				srv.set(t, fault)
+			}
+			claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer claims.Close()
+			target := port
+			sender := alerts.SenderFunc(func(ctx context.Context, m *alerts.Message) (bool, error) {
+				return alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: target, TLS: "none", Timeout: 2 * time.Second}).Send(ctx, m)
+			})
+			clock := time.Now()
+			sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), mustCompile(t, rulesYAML), claims, sender,
+				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", Now: func() time.Time { return clock }})
+			res, err := sw.Sweep(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Sent != 0 {
+				t.Fatalf("sent %d through a %s fault", res.Sent, fault)
+			}
+			if fault == "550" {
+				if res.Failed != 1 || e.states()["failed"] != 1 {
+					t.Fatalf("a 5xx: failed %d, states %v; want the crossing marked failed", res.Failed, e.states())
+				}
+				return
+			}
+			if st := e.states(); st["detected"] != 1 {
+				t.Fatalf("after a %s fault the crossing is %v, want detected (to retry)", fault, st)
+			}
+			target = srv.port
+			srv.set(t, "ok")
+			// A sweep right away backs off; one after the retry delay sends.
+			if res, err := sw.Sweep(context.Background()); err != nil || res.Sent != 0 {
+				t.Fatalf("retried at once, without backing off: sent %d (%v)", res.Sent, err)
+			}
+			clock = clock.Add(time.Minute)
+			for range 2 {
+				if _, err := sw.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := len(srv.delivered(t)) - before; got != 1 {
+				t.Fatalf("after recovering from %s: %d messages delivered, want 1", fault, got)
+			}
+			if st := e.states(); st["sent"] != 1 || len(st) != 1 {
+				t.Fatalf("state table %v, want sent", st)
+			}
+		})
+	}
+}
+
+func mustCompile(t *testing.T, yaml string) []*alerts.Rule {
+	rules, err := compileRules(yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
+}
