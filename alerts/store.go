@@ -247,3 +247,24 @@ func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, c
 	}
 	return nil
 }
+
+// OtherSweepers lists the sweepers other than owner that finished a sweep on
+// this database since t: how a local-claims sweeper notices a second one
+// running elsewhere against the same state.
+func (s *Store) OtherSweepers(ctx context.Context, owner string, since time.Time) ([]string, error) {
+	rows, err := s.conn.Query(ctx, "SELECT owner, max(finished) FROM "+s.db+".sweeps WHERE finished >= toDateTime(?) AND owner != ? GROUP BY owner", since.Unix(), owner)
+	if err != nil {
+		return nil, fmt.Errorf("read recent sweepers: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var o string
+		var at time.Time
+		if err := rows.Scan(&o, &at); err != nil {
+			return nil, fmt.Errorf("read recent sweepers: %w", err)
+		}
+		out = append(out, fmt.Sprintf("%s (last sweep %s)", o, at.UTC().Format(time.RFC3339)))
+	}
+	return out, rows.Err()
+}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	htmltemplate "html/template"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -16,6 +18,7 @@ type Options struct {
 	Lease        time.Duration // claim lease [2m]
 	MaxCrossings int           // crossings sent per pass before starting another [1000]
 	MaxAttempts  uint32        // sends before a crossing is marked failed [5]
+	DigestAfter  int           // more crossings than this for the same recipients make one digest [10]
 	From         string        // sender address
 	Owner        string        // this sweeper's name in the state table
 	DryRun       bool          // detect and report, change nothing
@@ -50,6 +53,9 @@ func NewSweeper(store *Store, rules []*Rule, claims Claimer, sender Sender, o Op
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 5
+	}
+	if o.DigestAfter <= 0 {
+		o.DigestAfter = 10
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -145,29 +151,23 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	groups := s.plan(pending)
 	attempted := 0
-	for _, row := range pending {
+	for _, g := range groups {
 		if ctx.Err() != nil {
 			break
-		}
-		if row.State == StateDetected && row.Attempts > 0 && s.o.Now().Before(row.Updated.Add(retryAfter(row.Attempts))) {
-			continue // backing off after a failed send
 		}
 		if attempted >= s.o.MaxCrossings {
 			res.More = true
 			break
 		}
-		attempted++
-		sent, failed, err := s.deliver(ctx, row)
+		attempted += len(g)
+		sent, failed, err := s.deliver(ctx, g)
 		if err != nil {
 			return res, err
 		}
-		if sent {
-			res.Sent++
-		}
-		if failed {
-			res.Failed++
-		}
+		res.Sent += sent
+		res.Failed += failed
 	}
 	res.Pending = max(0, len(pending)-res.Sent-res.Failed)
 	s.o.Metrics.waiting(res.Pending)
@@ -235,79 +235,149 @@ func (s *Sweeper) rule(name string) *Rule {
 	return nil
 }
 
-// deliver claims, re-checks, sends and marks one crossing.
-func (s *Sweeper) deliver(ctx context.Context, row Row) (sent, failed bool, err error) {
-	log := s.o.Logger.With("rule", row.Rule, "page", row.Site+row.Path, "threshold", row.Threshold, "window", row.WindowStart)
-	r := s.rule(row.Rule)
-	if r == nil {
-		log.Warn("crossing of a rule no longer configured: left pending")
-		return false, false, nil
+// plan groups the crossings due now into messages: one each, or, when more
+// than DigestAfter wait for the same recipients, digests of up to
+// MaxCrossings. Crossings backing off after a failed send wait.
+func (s *Sweeper) plan(pending []Row) [][]Row {
+	byRecipients := map[string][]Row{}
+	var order []string
+	for _, row := range pending {
+		if row.State == StateDetected && row.Attempts > 0 && s.o.Now().Before(row.Updated.Add(retryAfter(row.Attempts))) {
+			continue
+		}
+		r := s.rule(row.Rule)
+		if r == nil {
+			s.o.Logger.Warn("crossing of a rule no longer configured: left pending", "rule", row.Rule, "page", row.Site+row.Path)
+			continue
+		}
+		to := append([]string(nil), r.To...)
+		sort.Strings(to)
+		k := strings.Join(to, ",")
+		if _, ok := byRecipients[k]; !ok {
+			order = append(order, k)
+		}
+		byRecipients[k] = append(byRecipients[k], row)
 	}
-	claim, ok, err := s.claims.Claim(ctx, row.Key(), s.o.Lease)
-	if err != nil {
-		return false, false, fmt.Errorf("claim %s: %w", row.Key(), err)
+	var out [][]Row
+	for _, k := range order {
+		rows := byRecipients[k]
+		if len(rows) <= s.o.DigestAfter {
+			for _, row := range rows {
+				out = append(out, []Row{row})
+			}
+			continue
+		}
+		for len(rows) > 0 {
+			n := min(len(rows), s.o.MaxCrossings)
+			out = append(out, rows[:n])
+			rows = rows[n:]
+		}
 	}
-	s.o.Metrics.claim(ok)
-	if !ok {
-		return false, false, nil
+	return out
+}
+
+type held struct {
+	row   Row
+	claim Claim
+}
+
+// deliver claims, re-checks, sends and marks one message's crossings.
+func (s *Sweeper) deliver(ctx context.Context, rows []Row) (sent, failed int, err error) {
+	var mine []held
+	var claimedRows []Row
+	for _, row := range rows {
+		claim, ok, err := s.claims.Claim(ctx, row.Key(), s.o.Lease)
+		if err != nil {
+			return 0, 0, fmt.Errorf("claim %s: %w", row.Key(), err)
+		}
+		s.o.Metrics.claim(ok)
+		if !ok {
+			continue
+		}
+		c := row
+		c.State, c.Version, c.Owner, c.Fencing, c.Updated = StateClaimed, s.version(), s.o.Owner, claim.Token, s.o.Now()
+		mine = append(mine, held{c, claim})
+		claimedRows = append(claimedRows, c)
 	}
-	defer s.claims.Release(context.WithoutCancel(ctx), row.Key(), claim)
-	claimed := row
-	claimed.State, claimed.Version, claimed.Owner, claimed.Fencing, claimed.Updated = StateClaimed, s.version(), s.o.Owner, claim.Token, s.o.Now()
-	if err := s.store.Write(ctx, []Row{claimed}); err != nil {
-		return false, false, err
+	defer func() {
+		for _, h := range mine {
+			s.claims.Release(context.WithoutCancel(ctx), h.row.Key(), h.claim)
+		}
+	}()
+	if len(mine) == 0 {
+		return 0, 0, nil
+	}
+	if err := s.store.Write(ctx, claimedRows); err != nil {
+		return 0, 0, err
 	}
 	s.o.Fault("claimed")
 
-	msg, err := s.message(ctx, r, row)
+	// Re-check just before sending: still unsent, and the claims still ours.
+	keys := make([]string, len(mine))
+	for i, h := range mine {
+		keys[i] = h.row.Key()
+	}
+	latest, err := s.store.Latest(ctx, keys)
 	if err != nil {
-		return false, false, err
+		return 0, 0, err
 	}
-	// Re-check just before sending: still unsent, and the claim still ours.
-	latest, err := s.store.Latest(ctx, []string{row.Key()})
+	live := mine[:0]
+	for _, h := range mine {
+		if cur := latest[h.row.Key()]; cur.State == StateSent || cur.State == StateFailed {
+			continue
+		}
+		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
+			return 0, 0, err
+		} else if !valid {
+			s.o.Logger.Warn("claim lost before sending; another sweeper will send it", "page", h.row.Site+h.row.Path)
+			continue
+		}
+		live = append(live, h)
+	}
+	if len(live) == 0 {
+		return 0, 0, nil
+	}
+	msg, err := s.message(ctx, live)
 	if err != nil {
-		return false, false, err
-	}
-	if cur := latest[row.Key()]; cur.State == StateSent || cur.State == StateFailed {
-		return false, false, nil
-	}
-	if valid, err := s.claims.Valid(ctx, row.Key(), claim); err != nil || !valid {
-		log.Warn("claim lost before sending; another sweeper will send it", "err", err)
-		return false, false, err
+		return 0, 0, err
 	}
 	retry, sendErr := s.sender.Send(ctx, msg)
 	if sendErr == nil {
 		s.o.Fault("sent")
 	}
-	// Marking checks the fencing token: a claim that expired while sending
-	// (a paused process) must not overwrite what its successor recorded.
-	if valid, err := s.claims.Valid(ctx, row.Key(), claim); err != nil {
-		return false, false, err
-	} else if !valid {
-		log.Warn("claim expired while sending; not marking", "sent", sendErr == nil)
-		return false, false, nil
+	var marks []Row
+	for _, h := range live {
+		// Marking checks the fencing token: a claim that expired while
+		// sending (a paused process) must not overwrite its successor's record.
+		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
+			return 0, 0, err
+		} else if !valid {
+			s.o.Logger.Warn("claim expired while sending; not marking", "page", h.row.Site+h.row.Path, "sent", sendErr == nil)
+			continue
+		}
+		mark := h.row
+		mark.Version, mark.Updated = s.version(), s.o.Now()
+		switch {
+		case sendErr == nil:
+			mark.State, mark.Error = StateSent, ""
+			s.o.Metrics.sent()
+			sent++
+		case !retry || mark.Attempts+1 >= s.o.MaxAttempts:
+			mark.State, mark.Attempts, mark.Error = StateFailed, mark.Attempts+1, sendErr.Error()
+			s.o.Logger.Error("giving up on a crossing's email", "page", mark.Site+mark.Path, "attempts", mark.Attempts, "err", sendErr)
+			s.o.Metrics.failed()
+			failed++
+		default:
+			mark.State, mark.Attempts, mark.Error = StateDetected, mark.Attempts+1, sendErr.Error()
+			s.o.Logger.Warn("sending failed; will retry", "page", mark.Site+mark.Path, "attempts", mark.Attempts, "err", sendErr)
+			s.o.Metrics.retried()
+		}
+		marks = append(marks, mark)
 	}
-	mark := claimed
-	mark.Version, mark.Updated = s.version(), s.o.Now()
-	switch {
-	case sendErr == nil:
-		mark.State, mark.Error = StateSent, ""
-		s.o.Metrics.sent()
-		sent = true
-	case !retry || row.Attempts+1 >= s.o.MaxAttempts:
-		mark.State, mark.Attempts, mark.Error = StateFailed, row.Attempts+1, sendErr.Error()
-		log.Error("giving up on a crossing's email", "attempts", mark.Attempts, "err", sendErr)
-		s.o.Metrics.failed()
-		failed = true
-	default:
-		mark.State, mark.Attempts, mark.Error = StateDetected, row.Attempts+1, sendErr.Error()
-		log.Warn("sending failed; will retry", "attempts", mark.Attempts, "err", sendErr)
-		s.o.Metrics.retried()
+	if err := s.store.Write(ctx, marks); err != nil {
+		return 0, 0, err
 	}
-	if err := s.store.Write(ctx, []Row{mark}); err != nil {
-		return false, false, err
-	}
-	if sent {
+	if sent > 0 {
 		s.o.Fault("marked")
 	}
 	return sent, failed, nil
@@ -324,7 +394,12 @@ type view struct {
 	SeriesStep             string
 }
 
-func (s *Sweeper) message(ctx context.Context, r *Rule, row Row) (*Message, error) {
+func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
+	if len(live) > 1 {
+		return s.digest(live)
+	}
+	row := live[0].row
+	r := s.rule(row.Rule)
 	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold}
 	if r.Window.Size > 0 {
 		v.Windowed = true
@@ -355,6 +430,38 @@ func (s *Sweeper) message(ctx context.Context, r *Rule, row Row) (*Message, erro
 	return &Message{
 		ID: row.MsgID, Key: row.Key(), From: s.o.From, To: r.To,
 		Subject: subj.String(), Text: text.String(), HTML: html.String(), Date: s.o.Now(),
+	}, nil
+}
+
+var digestHTML = htmltemplate.Must(htmltemplate.New("digest").Parse(`<p>{{len .}} pages passed their thresholds:</p>
+<table><tr><th>page</th><th>hits</th><th>threshold</th><th>rule</th><th>window from</th></tr>
+{{range .}}<tr><td>{{.Site}}{{.Path}}</td><td>{{.Count}}</td><td>{{.Threshold}}</td><td>{{.Rule}}</td><td>{{.WindowStart.Format "2006-01-02 15:04 MST"}}</td></tr>
+{{end}}</table>`))
+
+// digest is one message for many crossings to the same recipients. Its
+// Message-ID is derived from the crossings it carries.
+func (s *Sweeper) digest(live []held) (*Message, error) {
+	rows := make([]Row, len(live))
+	keys := make([]string, len(live))
+	for i, h := range live {
+		rows[i], keys[i] = h.row, h.row.Key()
+	}
+	sort.Strings(keys)
+	id := Crossing{Rule: "digest", Subject: strings.Join(keys, ",")}.Key()
+	var text, html bytes.Buffer
+	fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
+	var pages []string
+	for _, r := range rows {
+		fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", r.Site, r.Path, r.Count, r.Threshold, r.Rule, r.WindowStart.Format(time.RFC3339))
+		pages = append(pages, r.Path)
+	}
+	if err := digestHTML.Execute(&html, rows); err != nil {
+		return nil, fmt.Errorf("digest: %w", err)
+	}
+	return &Message{
+		ID: "<hitcount.digest." + id + "@" + domainOf(s.o.From) + ">", Key: "digest-" + id, From: s.o.From,
+		To: s.rule(rows[0].Rule).To, Subject: fmt.Sprintf("[hitcount] %d pages passed their thresholds: %s", len(rows), strings.Join(pages, ", ")),
+		Text: text.String(), HTML: html.String(), Date: s.o.Now(),
 	}, nil
 }
 

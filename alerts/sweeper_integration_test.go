@@ -190,3 +190,43 @@ func TestOutboxAndSecondSweeperRefused(t *testing.T) {
 		t.Errorf("no deterministic Message-ID in:\n%s", data)
 	}
 }
+
+// More crossings for the same recipients than digest_after make one digest
+// message, with page text escaped in its HTML part; each crossing is marked
+// sent once.
+func TestDigest(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	e := newEnv(t, ch)
+	now := time.Now()
+	for i := range 12 {
+		e.hits("www.example.com", fmt.Sprintf("/blog/post-%d<script>", i), 11, now, "Mozilla/5.0")
+	}
+	claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Close()
+	var got []*alerts.Message
+	sender := alerts.SenderFunc(func(_ context.Context, m *alerts.Message) (bool, error) { got = append(got, m); return false, nil })
+	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, sender,
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", DigestAfter: 10})
+	res, err := sw.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || res.Sent != 12 {
+		t.Fatalf("%d messages for %d sent crossings, want 1 digest for 12", len(got), res.Sent)
+	}
+	if strings.Contains(got[0].HTML, "<script>") || !strings.Contains(got[0].HTML, "&lt;script&gt;") {
+		t.Errorf("page text not escaped in the digest's HTML:\n%s", got[0].HTML)
+	}
+	if len(got[0].To) != 2 || !strings.HasPrefix(got[0].ID, "<hitcount.digest.") {
+		t.Errorf("digest to %v with id %s", got[0].To, got[0].ID)
+	}
+	if res, err := sw.Sweep(context.Background()); err != nil || res.Sent != 0 {
+		t.Fatalf("a second sweep sent %d (%v)", res.Sent, err)
+	}
+	if st := e.states(); st["sent"] != 12 || len(st) != 1 {
+		t.Errorf("state table %v, want 12 sent", st)
+	}
+}

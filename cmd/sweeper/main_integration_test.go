@@ -84,4 +84,14 @@ rules:
 	if n := emls(); n != 4 {
 		t.Fatalf("%d outbox files, want 4 (pricing, docs 10, 20, 30)", n)
 	}
+
+	// A second sweeper with local claims against the same database, from
+	// another state directory (another machine), is refused loudly.
+	other := filepath.Join(dir, "other.yaml")
+	data, _ := os.ReadFile(cfg)
+	os.WriteFile(other, []byte(strings.Replace(string(data), "state_dir: state", "state_dir: state2", 1)), 0o644)
+	errb.Reset()
+	if code := run(ctx, []string{"-config", other, "-once"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "another sweeper is active") {
+		t.Fatalf("second sweeper: exit %d, stderr %s", code, errb.String())
+	}
 }

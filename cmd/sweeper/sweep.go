@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,11 +66,28 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if err != nil {
 		return err
 	}
+	// The owner names this sweeper's state, stable across restarts.
 	host, _ := os.Hostname()
+	stateDir, _ := filepath.Abs(cfg.Resolve(cfg.StateDir))
+	owner := host + ":" + stateDir
+	store := alerts.NewStore(s.Conn(), s.Database())
+	if !m.dryRun {
+		// The lock file stops a second sweeper on this state directory; this
+		// stops one on another machine or directory, against the same tables.
+		since := time.Now().Add(-2*cfg.Sweep.Every.Duration - cfg.Sweep.Lease.Duration)
+		others, err := store.OtherSweepers(ctx, owner, since)
+		if err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			return fmt.Errorf("%w: %s swept database %s recently; claims: local allows one sweeper: stop it (this one may start once it has been quiet for 2 x sweep.every + sweep.lease), or use claims: keeper or keepermap for replicas",
+				alerts.ErrAnotherSweeper, strings.Join(others, ", "), s.Database())
+		}
+	}
 	reg := ops.Registry()
-	sw := alerts.NewSweeper(alerts.NewStore(s.Conn(), s.Database()), rules, claims, sender, alerts.Options{
+	sw := alerts.NewSweeper(store, rules, claims, sender, alerts.Options{
 		Lateness: cfg.Sweep.Lateness.Duration, Lease: cfg.Sweep.Lease.Duration, MaxCrossings: cfg.Sweep.MaxCrossings,
-		From: from, Owner: fmt.Sprintf("%s/%d", host, os.Getpid()), DryRun: m.dryRun, Logger: log, Metrics: alerts.NewMetrics(reg),
+		DigestAfter: cfg.Sweep.DigestAfter, From: from, Owner: owner, DryRun: m.dryRun, Logger: log, Metrics: alerts.NewMetrics(reg),
 	})
 
 	if m.once {
