@@ -2,16 +2,21 @@
 // sweeper and standalone mode. Every problem in a file is reported at once,
 // each with file:line:column and the field's path, so an operator fixes a
 // config in one pass.
+//
+// Defaults are given in brackets on each field and applied after parsing:
+// a key that is absent (or null) takes its default, a key that is present
+// keeps its value and is validated, so "rows: 0" is an error, not 50000.
 package config
 
 import (
-	"fmt"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 )
 
-// Config is the whole file. Defaults are applied by Parse.
+// Config is the whole file.
 type Config struct {
 	// ClickHouse selects server mode; nil means the embedded store.
 	ClickHouse *ClickHouse `yaml:"clickhouse"`
@@ -20,158 +25,230 @@ type Config struct {
 	Batch      Batch       `yaml:"batch"`
 	HTTP       HTTP        `yaml:"http"`
 	// StateDir holds local hints: the positions file, lock files [./state].
-	StateDir string  `yaml:"state_dir"`
-	Sweep    Sweep   `yaml:"sweep"`
-	Keeper   *Keeper `yaml:"keeper"`
+	StateDir string `yaml:"state_dir"`
+	Sweep    Sweep  `yaml:"sweep"`
+	// Keeper is required when Sweep.Claims is keeper.
+	Keeper *Keeper `yaml:"keeper"`
 	// SMTP, when nil, sends nothing: messages are written to Outbox as .eml files.
-	SMTP   *SMTP  `yaml:"smtp"`
-	Outbox string `yaml:"outbox"` // [./outbox]
+	SMTP *SMTP `yaml:"smtp"`
+	// Outbox is where .eml files go without an SMTP section [./outbox].
+	Outbox string `yaml:"outbox"`
 	Rules  []Rule `yaml:"rules"`
 
 	// File is the path the config was read from; relative paths in it are
-	// resolved against its directory.
+	// resolved against its directory (see Resolve).
 	File string `yaml:"-"`
+
+	loc *locator // where each field is in File, for CheckCollector/CheckSweeper
 }
 
-// ClickHouse is a server connection.
+// ClickHouse is a server connection (native protocol).
 type ClickHouse struct {
-	Addr         []string `yaml:"addr"`     // host:port, native protocol
-	Database     string   `yaml:"database"` // [hitcount]
-	Username     string   `yaml:"username"` // [default]
-	PasswordEnv  string   `yaml:"password_env"`
-	PasswordFile string   `yaml:"password_file"`
-	// Password is refused: secrets belong in the environment or a file.
-	Password      *string  `yaml:"password"`
-	TLS           TLS      `yaml:"tls"`
-	Compression   string   `yaml:"compression"`    // none | lz4 | zstd [none]
-	DialTimeout   Duration `yaml:"dial_timeout"`   // [5s]
-	InsertTimeout Duration `yaml:"insert_timeout"` // [30s]
-	Cluster       string   `yaml:"cluster"`
+	// Addr is one or more host:port; required and non-empty.
+	Addr []string `yaml:"addr"`
+	// Database holds every table; an identifier [hitcount].
+	Database string `yaml:"database"`
+	// Username [default].
+	Username string `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password.
+	// A literal "password:" key is refused. See Password.
+	PasswordEnv string `yaml:"password_env"`
+	// PasswordFile is a file holding the password (one trailing newline is
+	// dropped); not together with PasswordEnv.
+	PasswordFile string `yaml:"password_file"`
+	TLS          TLS    `yaml:"tls"`
+	// Compression is none, lz4 or zstd [none: measured fastest on loopback].
+	Compression string `yaml:"compression"`
+	// DialTimeout bounds connecting [5s].
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// InsertTimeout is how long one insert may take before its outcome
+	// counts as unknown [30s].
+	InsertTimeout Duration `yaml:"insert_timeout"`
+	// Cluster is an optional cluster name for ON CLUSTER statements.
+	Cluster string `yaml:"cluster"`
+
+	dir string // the config file's directory, for a relative PasswordFile
 }
 
-// TLS configures TLS to ClickHouse.
+// TLS configures TLS to ClickHouse [all off].
 type TLS struct {
 	Enabled            bool   `yaml:"enabled"`
-	CAFile             string `yaml:"ca_file"`
+	CAFile             string `yaml:"ca_file"` // PEM; relative to the config file
 	ServerName         string `yaml:"server_name"`
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
-// Embedded is the embedded engine's store.
+// Embedded is the embedded engine's store (standalone mode).
 type Embedded struct {
-	Path string `yaml:"path"` // [./data]
+	// Path is the chDB data directory [./data].
+	Path string `yaml:"path"`
 }
 
 // Source is a log to ship.
 type Source struct {
-	Path    string `yaml:"path"`     // glob, ** allowed
-	Format  string `yaml:"format"`   // [combined]
-	Site    string `yaml:"site"`     // required
-	StartAt string `yaml:"start_at"` // beginning | end [end]
-	MaxLine Size   `yaml:"max_line"` // [1MiB]
+	// Path is a file or a glob (doublestar: ** allowed); required. Relative
+	// paths are resolved against the config file's directory.
+	Path string `yaml:"path"`
+	// Format is combined, common, vhost_combined, json or an nginx
+	// log_format string [combined].
+	Format string `yaml:"format"`
+	// Site is the site hits are counted under; required.
+	Site string `yaml:"site"`
+	// StartAt is where a never-seen file starts: beginning or end [end].
+	StartAt string `yaml:"start_at"`
+	// MaxLine: longer lines are rejected [1MiB].
+	MaxLine Size `yaml:"max_line"`
 }
 
 // Batch tunes inserts.
 type Batch struct {
-	Rows       int      `yaml:"rows"`        // [50000]
-	Delay      Duration `yaml:"delay"`       // [1s]
-	MaxPending int      `yaml:"max_pending"` // [2]
+	// Rows per insert, 1 to 1,000,000 [50000].
+	Rows int `yaml:"rows"`
+	// Delay is the longest a line waits for its batch to fill, > 0 and
+	// <= 1m [1s].
+	Delay Duration `yaml:"delay"`
+	// MaxPending is how many batches may be filled or in flight before
+	// reading stops; it bounds memory, 1 to 64 [2].
+	MaxPending int `yaml:"max_pending"`
 }
 
 // HTTP is the operations endpoint.
 type HTTP struct {
-	// Listen is host:port for /metrics, /healthz, /readyz; "" disables it.
-	Listen *string `yaml:"listen"` // [127.0.0.1:9464]
+	// Listen is host:port for /metrics, /healthz, /readyz; "" disables it
+	// [127.0.0.1:9464]. Never nil after Parse.
+	Listen *string `yaml:"listen"`
 }
 
 // Sweep tunes the sweeper.
 type Sweep struct {
-	Every        Duration `yaml:"every"`         // [5m]
-	Claims       string   `yaml:"claims"`        // local | keeper | keepermap [local]
-	Lateness     Duration `yaml:"lateness"`      // [10m]
-	Lease        Duration `yaml:"lease"`         // [2m]
-	MaxCrossings int      `yaml:"max_crossings"` // [1000]
-	DigestAfter  int      `yaml:"digest_after"`  // [10]
+	// Every is the time between sweeps, >= 1s [5m].
+	Every Duration `yaml:"every"`
+	// Claims is where claim locks live: local, keeper or keepermap [local].
+	Claims string `yaml:"claims"`
+	// Lateness is how far back a sweep looks for late hits [10m].
+	Lateness Duration `yaml:"lateness"`
+	// Lease is how long a claim holds before another sweeper may take it,
+	// >= 1s [2m].
+	Lease Duration `yaml:"lease"`
+	// MaxCrossings per run before the run reschedules itself [1000].
+	MaxCrossings int `yaml:"max_crossings"`
+	// DigestAfter: more crossings than this for one recipient in one sweep
+	// are sent as one digest message [10].
+	DigestAfter int `yaml:"digest_after"`
 }
 
 // Keeper is a ClickHouse Keeper or ZooKeeper ensemble.
 type Keeper struct {
-	Addr           []string `yaml:"addr"`
-	Root           string   `yaml:"root"`            // [/hitcount]
-	SessionTimeout Duration `yaml:"session_timeout"` // [10s]
-	Username       string   `yaml:"username"`
-	PasswordEnv    string   `yaml:"password_env"`
-	PasswordFile   string   `yaml:"password_file"`
+	// Addr is one or more host:port; required and non-empty.
+	Addr []string `yaml:"addr"`
+	// Root is the znode under which claims live; starts with / [/hitcount].
+	Root string `yaml:"root"`
+	// SessionTimeout, >= 1s [10s].
+	SessionTimeout Duration `yaml:"session_timeout"`
+	// Username for digest auth; optional.
+	Username     string `yaml:"username"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+
+	dir string
 }
 
 // SMTP is the mail server.
 type SMTP struct {
-	Host         string   `yaml:"host"`
-	Port         int      `yaml:"port"` // [587 starttls, 465 tls, 25 none]
-	TLS          string   `yaml:"tls"`  // starttls | tls | none [starttls]
-	Username     string   `yaml:"username"`
-	PasswordEnv  string   `yaml:"password_env"`
-	PasswordFile string   `yaml:"password_file"`
-	Password     *string  `yaml:"password"`
-	From         string   `yaml:"from"`
-	Timeout      Duration `yaml:"timeout"` // [30s]
+	// Host is required in the section.
+	Host string `yaml:"host"`
+	// Port [587 for starttls, 465 for tls, 25 for none].
+	Port int `yaml:"port"`
+	// TLS is starttls, tls or none; none only to a loopback host [starttls].
+	TLS string `yaml:"tls"`
+	// Username is optional; when set, PasswordEnv or PasswordFile is required.
+	Username     string `yaml:"username"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	// From is the sender, an RFC 5322 address; required.
+	From string `yaml:"from"`
+	// Timeout bounds one delivery, >= 1s [30s].
+	Timeout Duration `yaml:"timeout"`
+
+	dir string
 }
 
 // Rule is a threshold trigger.
 type Rule struct {
-	Name       string   `yaml:"name"`
-	Match      Match    `yaml:"match"`
-	Threshold  int64    `yaml:"threshold"`
-	Milestones []int64  `yaml:"milestones"`
-	Window     string   `yaml:"window"`   // lifetime | 5m, 1h, 1d ...
-	Timezone   string   `yaml:"timezone"` // [UTC]
-	To         []string `yaml:"to"`
-	Subject    string   `yaml:"subject"`
-	Text       string   `yaml:"text"`
-	HTML       string   `yaml:"html"`
+	// Name is required and unique: [a-z0-9][a-z0-9_.-]*.
+	Name  string `yaml:"name"`
+	Match Match  `yaml:"match"`
+	// Threshold (> 0) or Milestones (> 0, strictly increasing): exactly one.
+	Threshold  int64   `yaml:"threshold"`
+	Milestones []int64 `yaml:"milestones"`
+	// Window is lifetime or a tumbling window: whole minutes dividing a day
+	// (5m, 15m, 1h) or whole days (1d, 7d); required. See WindowDur.
+	Window string `yaml:"window"`
+	// Timezone is the IANA zone windows are aligned in [UTC]. See Location.
+	Timezone string `yaml:"timezone"`
+	// To is one or more recipients; required.
+	To []string `yaml:"to"`
+	// Subject and Text are text/template, HTML is html/template; optional
+	// (empty means the built-in template).
+	Subject string `yaml:"subject"`
+	Text    string `yaml:"text"`
+	HTML    string `yaml:"html"`
 
-	// Resolved by validation.
-	WindowDur time.Duration  `yaml:"-"` // 0 for lifetime
-	Location  *time.Location `yaml:"-"`
+	// WindowDur is Window parsed; 0 for lifetime.
+	WindowDur time.Duration `yaml:"-"`
+	// Location is Timezone loaded.
+	Location *time.Location `yaml:"-"`
 }
 
-// Match selects the hits a rule counts.
+// Match selects the hits a rule counts; all given conditions must hold.
 type Match struct {
-	Site        string `yaml:"site"`
-	Host        string `yaml:"host"`
-	Path        string `yaml:"path"` // exact, glob (*, **) or ~regex
-	Method      string `yaml:"method"`
-	Status      string `yaml:"status"` // 2xx or 404
+	// Site must be some sources[].site (unless there are no sources).
+	Site string `yaml:"site"`
+	// Host is an exact Host header.
+	Host string `yaml:"host"`
+	// Path is required: exact (/pricing), a glob with * and ** (/blog/*),
+	// or ~regex (~^/docs/.+$).
+	Path   string `yaml:"path"`
+	Method string `yaml:"method"`
+	// Status is a class (2xx) or an exact status (404).
+	Status      string `yaml:"status"`
 	ExcludeBots bool   `yaml:"exclude_bots"`
 }
 
-// Load reads and checks the file at path.
+// Load reads, parses, defaults and validates the file at path. The error,
+// if any, is an Errors.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		msg := err.Error()
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, Errors{{File: path, Msg: msg, err: err}}
 	}
 	return Parse(path, data)
 }
 
-// Parse checks data read from path. The error, if any, is an Errors listing
-// every problem found.
+// Parse parses, defaults and validates data read from path (path names the
+// file in errors and anchors relative paths). The error, if any, is an
+// Errors listing every problem found, in file order.
 func Parse(path string, data []byte) (*Config, error) {
-	cfg := &Config{File: path}
 	d, err := newDoc(path, data)
 	if err != nil {
 		return nil, err
 	}
-	d.decode(cfg)
-	cfg.defaults()
+	cfg := &Config{File: path, loc: &d.locator}
+	d.decodeRoot(cfg)
+	d.defaults(cfg)
 	d.validate(cfg)
-	if err := d.errs.err(); err != nil {
+	if err := d.errs.sorted(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
-// Resolve makes a path from the config absolute against the config's directory.
+// Resolve makes a path from the config absolute against the config file's
+// directory; absolute paths and "" are returned as they are.
 func (c *Config) Resolve(p string) string {
 	if p == "" || filepath.IsAbs(p) {
 		return p
@@ -179,83 +256,104 @@ func (c *Config) Resolve(p string) string {
 	return filepath.Join(filepath.Dir(c.File), p)
 }
 
-func (c *Config) defaults() {
-	if c.ClickHouse != nil {
-		ch := c.ClickHouse
-		if ch.Database == "" {
-			ch.Database = "hitcount"
+// Default values, one place.
+const (
+	defaultDatabase      = "hitcount"
+	defaultUsername      = "default"
+	defaultCompression   = "none"
+	defaultDialTimeout   = 5 * time.Second
+	defaultInsertTimeout = 30 * time.Second
+	defaultEmbeddedPath  = "./data"
+	defaultFormat        = "combined"
+	defaultStartAt       = "end"
+	defaultMaxLine       = 1 << 20
+	defaultBatchRows     = 50000
+	defaultBatchDelay    = time.Second
+	defaultMaxPending    = 2
+	defaultListen        = "127.0.0.1:9464"
+	defaultStateDir      = "./state"
+	defaultEvery         = 5 * time.Minute
+	defaultClaims        = "local"
+	defaultLateness      = 10 * time.Minute
+	defaultLease         = 2 * time.Minute
+	defaultMaxCrossings  = 1000
+	defaultDigestAfter   = 10
+	defaultKeeperRoot    = "/hitcount"
+	defaultKeeperSession = 10 * time.Second
+	defaultSMTPTLS       = "starttls"
+	defaultSMTPTimeout   = 30 * time.Second
+	defaultOutbox        = "./outbox"
+	defaultTimezone      = "UTC"
+)
+
+// defaults fills every field that the file does not give.
+func (d *doc) defaults(c *Config) {
+	str := func(p *string, field, v string) {
+		if !d.present[field] {
+			*p = v
 		}
-		if ch.Username == "" {
-			ch.Username = "default"
-		}
-		if ch.Compression == "" {
-			ch.Compression = "none"
-		}
-		ch.DialTimeout.def(5 * time.Second)
-		ch.InsertTimeout.def(30 * time.Second)
 	}
-	if c.Embedded.Path == "" {
-		c.Embedded.Path = "./data"
+	num := func(p *int, field string, v int) {
+		if !d.present[field] {
+			*p = v
+		}
 	}
+	dur := func(p *Duration, field string, v time.Duration) {
+		if !d.present[field] {
+			p.Duration = v
+		}
+	}
+	dir := filepath.Dir(c.File)
+	if ch := c.ClickHouse; ch != nil {
+		str(&ch.Database, "clickhouse.database", defaultDatabase)
+		str(&ch.Username, "clickhouse.username", defaultUsername)
+		str(&ch.Compression, "clickhouse.compression", defaultCompression)
+		dur(&ch.DialTimeout, "clickhouse.dial_timeout", defaultDialTimeout)
+		dur(&ch.InsertTimeout, "clickhouse.insert_timeout", defaultInsertTimeout)
+		ch.dir = dir
+	}
+	str(&c.Embedded.Path, "embedded.path", defaultEmbeddedPath)
 	for i := range c.Sources {
-		s := &c.Sources[i]
-		if s.Format == "" {
-			s.Format = "combined"
-		}
-		if s.StartAt == "" {
-			s.StartAt = "end"
-		}
-		if s.MaxLine.Bytes == 0 && !s.MaxLine.set {
-			s.MaxLine.Bytes = 1 << 20
-		}
+		s, f := &c.Sources[i], itemPath("sources", i)
+		str(&s.Format, f+".format", defaultFormat)
+		str(&s.StartAt, f+".start_at", defaultStartAt)
+		num(&s.MaxLine.Bytes, f+".max_line", defaultMaxLine)
 	}
-	if c.Batch.Rows == 0 {
-		c.Batch.Rows = 50000
-	}
-	c.Batch.Delay.def(time.Second)
-	if c.Batch.MaxPending == 0 {
-		c.Batch.MaxPending = 2
-	}
+	num(&c.Batch.Rows, "batch.rows", defaultBatchRows)
+	dur(&c.Batch.Delay, "batch.delay", defaultBatchDelay)
+	num(&c.Batch.MaxPending, "batch.max_pending", defaultMaxPending)
 	if c.HTTP.Listen == nil {
-		l := "127.0.0.1:9464"
+		l := defaultListen
 		c.HTTP.Listen = &l
 	}
-	if c.StateDir == "" {
-		c.StateDir = "./state"
+	str(&c.StateDir, "state_dir", defaultStateDir)
+	dur(&c.Sweep.Every, "sweep.every", defaultEvery)
+	str(&c.Sweep.Claims, "sweep.claims", defaultClaims)
+	dur(&c.Sweep.Lateness, "sweep.lateness", defaultLateness)
+	dur(&c.Sweep.Lease, "sweep.lease", defaultLease)
+	num(&c.Sweep.MaxCrossings, "sweep.max_crossings", defaultMaxCrossings)
+	num(&c.Sweep.DigestAfter, "sweep.digest_after", defaultDigestAfter)
+	if k := c.Keeper; k != nil {
+		str(&k.Root, "keeper.root", defaultKeeperRoot)
+		dur(&k.SessionTimeout, "keeper.session_timeout", defaultKeeperSession)
+		k.dir = dir
 	}
-	c.Sweep.Every.def(5 * time.Minute)
-	if c.Sweep.Claims == "" {
-		c.Sweep.Claims = "local"
-	}
-	c.Sweep.Lateness.def(10 * time.Minute)
-	c.Sweep.Lease.def(2 * time.Minute)
-	if c.Sweep.MaxCrossings == 0 {
-		c.Sweep.MaxCrossings = 1000
-	}
-	if c.Sweep.DigestAfter == 0 {
-		c.Sweep.DigestAfter = 10
-	}
-	if c.Keeper != nil {
-		if c.Keeper.Root == "" {
-			c.Keeper.Root = "/hitcount"
+	if s := c.SMTP; s != nil {
+		str(&s.TLS, "smtp.tls", defaultSMTPTLS)
+		if !d.present["smtp.port"] {
+			s.Port = 587 // also for an unknown tls, which is reported on its own
+			switch s.TLS {
+			case "tls":
+				s.Port = 465
+			case "none":
+				s.Port = 25
+			}
 		}
-		c.Keeper.SessionTimeout.def(10 * time.Second)
+		dur(&s.Timeout, "smtp.timeout", defaultSMTPTimeout)
+		s.dir = dir
 	}
-	if c.SMTP != nil {
-		if c.SMTP.TLS == "" {
-			c.SMTP.TLS = "starttls"
-		}
-		if c.SMTP.Port == 0 {
-			c.SMTP.Port = map[string]int{"starttls": 587, "tls": 465, "none": 25}[c.SMTP.TLS]
-		}
-		c.SMTP.Timeout.def(30 * time.Second)
-	}
-	if c.Outbox == "" {
-		c.Outbox = "./outbox"
-	}
+	str(&c.Outbox, "outbox", defaultOutbox)
 	for i := range c.Rules {
-		if c.Rules[i].Timezone == "" {
-			c.Rules[i].Timezone = "UTC"
-		}
+		str(&c.Rules[i].Timezone, itemPath("rules", i)+".timezone", defaultTimezone)
 	}
 }

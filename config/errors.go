@@ -9,12 +9,15 @@ import (
 // FieldError is one problem in a config file.
 type FieldError struct {
 	File   string
-	Line   int
+	Line   int // 1-based; 0 when the problem has no place in the file
 	Column int
-	Field  string // path such as sources[0].format
+	Field  string // path such as sources[0].format; "" for the file as a whole
 	Msg    string
+
+	err error // the cause, when there is one (for errors.Is)
 }
 
+// Error formats the problem as file:line:col: field: message.
 func (e *FieldError) Error() string {
 	loc := e.File
 	if e.Line > 0 {
@@ -26,9 +29,13 @@ func (e *FieldError) Error() string {
 	return loc + ": " + e.Field + ": " + e.Msg
 }
 
+// Unwrap returns the cause, such as an fs.ErrNotExist from Load.
+func (e *FieldError) Unwrap() error { return e.err }
+
 // Errors is every problem found in a file, in file order.
 type Errors []*FieldError
 
+// Error is one problem per line.
 func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
@@ -37,7 +44,18 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-func (es Errors) err() error {
+// Unwrap lets errors.Is and errors.As look at each problem.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// sorted orders the problems by position and returns them as an error, or
+// nil when there are none.
+func (es Errors) sorted() error {
 	if len(es) == 0 {
 		return nil
 	}

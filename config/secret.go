@@ -4,56 +4,91 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
-// Secret is a resolved password. Every way of printing it prints
-// "[redacted]"; only Reveal returns it.
+// Secret is a resolved password. Every way of printing it (fmt verbs,
+// encoding/json, encoding.TextMarshaler, log/slog) prints "[redacted]"; only
+// Reveal returns it.
 type Secret struct{ v string }
 
 const redacted = "[redacted]"
 
-func (s Secret) String() string                { return redacted }
-func (s Secret) GoString() string              { return redacted }
-func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted + `"`), nil }
-func (s Secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
-func (s Secret) LogValue() slog.Value          { return slog.StringValue(redacted) }
+func (s Secret) String() string               { return redacted }
+func (s Secret) GoString() string             { return redacted }
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
+func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
+func (s Secret) LogValue() slog.Value         { return slog.StringValue(redacted) }
+
+// Format prints "[redacted]" whatever the verb (%v, %+v, %#v, %s, %q, %x...).
 func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprint(f, redacted) }
 
 // Reveal returns the secret itself, for the one call that needs it.
 func (s Secret) Reveal() string { return s.v }
 
-// readSecret resolves a password from an environment variable or a file, at
-// the moment it is needed (so a rotated secret is picked up on restart).
-func readSecret(envName, file, what string) (Secret, error) {
+// IsZero reports whether the secret is empty (no password configured).
+func (s Secret) IsZero() bool { return s.v == "" }
+
+// readSecret resolves a password from an environment variable or a file at
+// the moment it is needed, so a rotated secret is picked up on restart and
+// never sits in the Config. A relative file is resolved against dir (the
+// config file's directory). Errors name the variable or the file, never
+// the content.
+func readSecret(section, env, file, dir string) (Secret, error) {
 	switch {
-	case envName != "":
-		v, ok := os.LookupEnv(envName)
+	case env != "":
+		v, ok := os.LookupEnv(env)
 		if !ok {
-			return Secret{}, fmt.Errorf("%s password: environment variable %s is not set", what, envName)
+			return Secret{}, fmt.Errorf("%s.password_env: environment variable %s is not set", section, env)
 		}
 		return Secret{v}, nil
 	case file != "":
+		if !filepath.IsAbs(file) && dir != "" {
+			file = filepath.Join(dir, file)
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return Secret{}, fmt.Errorf("%s password: %w", what, err)
+			return Secret{}, fmt.Errorf("%s.password_file: %w", section, err)
 		}
-		return Secret{strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")}, nil
+		v := string(b)
+		if t, ok := strings.CutSuffix(v, "\n"); ok {
+			v = strings.TrimSuffix(t, "\r")
+		}
+		return Secret{v}, nil
 	}
 	return Secret{}, nil
 }
 
-// ResolvePassword resolves the ClickHouse password (empty when none is configured).
-func (c *ClickHouse) ResolvePassword() (Secret, error) {
-	return readSecret(c.PasswordEnv, c.PasswordFile, "clickhouse")
+// Password reads the ClickHouse password from password_env or password_file
+// now; it is empty when neither is set.
+func (c *ClickHouse) Password() (Secret, error) {
+	return readSecret("clickhouse", c.PasswordEnv, c.PasswordFile, c.dir)
 }
 
-// ResolvePassword resolves the SMTP password.
-func (s *SMTP) ResolvePassword() (Secret, error) {
-	return readSecret(s.PasswordEnv, s.PasswordFile, "smtp")
+// Password reads the SMTP password from password_env or password_file now;
+// it is empty when neither is set.
+func (s *SMTP) Password() (Secret, error) {
+	return readSecret("smtp", s.PasswordEnv, s.PasswordFile, s.dir)
 }
 
-// ResolvePassword resolves the Keeper digest password.
-func (k *Keeper) ResolvePassword() (Secret, error) {
-	return readSecret(k.PasswordEnv, k.PasswordFile, "keeper")
+// Password reads the Keeper digest password from password_env or
+// password_file now; it is empty when neither is set.
+func (k *Keeper) Password() (Secret, error) {
+	return readSecret("keeper", k.PasswordEnv, k.PasswordFile, k.dir)
 }
+
+// ResolvePassword is the former name of Password.
+//
+// Deprecated: use Password; kept until cmd/collector and cmd/sweeper switch.
+func (c *ClickHouse) ResolvePassword() (Secret, error) { return c.Password() }
+
+// ResolvePassword is the former name of Password.
+//
+// Deprecated: use Password; kept until cmd/sweeper switches.
+func (s *SMTP) ResolvePassword() (Secret, error) { return s.Password() }
+
+// ResolvePassword is the former name of Password.
+//
+// Deprecated: use Password; kept until its callers switch.
+func (k *Keeper) ResolvePassword() (Secret, error) { return k.Password() }

@@ -8,84 +8,70 @@ import (
 	"time"
 )
 
-// Duration is a YAML duration: Go syntax ("90s", "1h30m") plus days ("1d", "7d").
-// It keeps its text until validation, which parses it and reports a bad one at
-// its line.
+// Duration is a duration from the file: Go syntax ("90s", "1h30m") plus days
+// ("1d", "7d", "1d12h"). It is a time.Duration; the struct only keeps the
+// field's name stable for callers (c.Batch.Delay.Duration).
 type Duration struct {
 	time.Duration
-	raw string
-	set bool
 }
 
-// UnmarshalYAML keeps the raw text.
-func (d *Duration) UnmarshalYAML(b []byte) error {
-	d.raw = strings.Trim(strings.TrimSpace(string(b)), `"'`)
-	d.set = true
-	return nil
-}
-
-func (d *Duration) def(v time.Duration) {
-	if !d.set {
-		d.Duration = v
-	}
-}
-
-// ParseDuration parses Go durations with an added "d" (24h) unit.
+// ParseDuration parses a Go duration with an added leading "d" (24h) unit:
+// "90s", "5m", "1h", "1d", "7d", "1d12h".
 func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty duration")
+	in := strings.TrimSpace(s)
+	if in == "" {
+		return 0, errors.New("empty duration (use 90s, 5m, 1h, 1d)")
+	}
+	bad := fmt.Errorf("bad duration %q (use 90s, 5m, 1h, 1d)", in)
+	rest, neg := in, false
+	if r, ok := strings.CutPrefix(rest, "-"); ok {
+		rest, neg = r, true
 	}
 	var days time.Duration
-	if i := strings.IndexByte(s, 'd'); i > 0 {
-		n, err := strconv.Atoi(s[:i])
+	if i := strings.IndexByte(rest, 'd'); i >= 0 {
+		n, err := strconv.ParseUint(rest[:i], 10, 16)
 		if err != nil {
-			return 0, fmt.Errorf("bad duration %q (use 90s, 5m, 1h, 1d)", s)
+			return 0, bad
 		}
-		days = time.Duration(n) * 24 * time.Hour
-		s = s[i+1:]
-		if s == "" {
-			return days, nil
+		days, rest = time.Duration(n)*24*time.Hour, rest[i+1:]
+	}
+	var d time.Duration
+	if rest != "" {
+		var err error
+		if d, err = time.ParseDuration(rest); err != nil || strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, "+") {
+			return 0, bad
 		}
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("bad duration %q (use 90s, 5m, 1h, 1d)", s)
+	d += days
+	if neg {
+		d = -d
 	}
-	return days + d, nil
+	return d, nil
 }
 
-// Size is a byte count: 1048576, 512KiB, 1MiB, 1MB.
+// Size is a byte count from the file: 1048576, 512KiB, 1MiB, 1MB.
 type Size struct {
 	Bytes int
-	raw   string
-	set   bool
 }
 
-// UnmarshalYAML keeps the raw text.
-func (s *Size) UnmarshalYAML(b []byte) error {
-	s.raw = strings.Trim(strings.TrimSpace(string(b)), `"'`)
-	s.set = true
-	return nil
-}
-
-// ParseSize parses a byte count with an optional unit.
-func ParseSize(v string) (int, error) {
+// ParseSize parses a byte count with an optional unit (B, KiB, MiB, GiB,
+// KB, MB, GB).
+func ParseSize(s string) (int, error) {
 	units := []struct {
 		suffix string
-		mult   int
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000_000}, {"GB", 1000_000_000}, {"B", 1}}
-	v = strings.TrimSpace(v)
-	mult := 1
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	v := strings.TrimSpace(s)
+	mult := int64(1)
 	for _, u := range units {
-		if strings.HasSuffix(v, u.suffix) {
-			v, mult = strings.TrimSpace(strings.TrimSuffix(v, u.suffix)), u.mult
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(n), u.mult
 			break
 		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad size %q (use bytes or KiB, MiB)", v)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("bad size %q (use bytes, or a number with KiB, MiB, GiB)", strings.TrimSpace(s))
 	}
-	return n * mult, nil
+	return int(n * mult), nil
 }

@@ -1,168 +1,205 @@
 package config
 
 import (
-	"fmt"
 	htmltemplate "html/template"
 	"net"
 	"net/mail"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	texttemplate "text/template"
 	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
+
 	"github.com/hitcount/hitcount/parser"
 )
 
-var (
-	identRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	ruleNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]*$`)
-	statusRE   = regexp.MustCompile(`^([1-5]xx|[1-5][0-9][0-9])$`)
-)
-
+// validate checks every value present, after defaults. Problems are added to
+// d.errs; nothing stops at the first one.
 func (d *doc) validate(c *Config) {
-	d.duration(&c.Batch.Delay, "batch.delay", time.Millisecond, time.Minute)
 	if c.ClickHouse != nil {
 		d.validateClickHouse(c.ClickHouse)
 	}
-	for i := range c.Sources {
-		d.validateSource(&c.Sources[i], fmt.Sprintf("sources[%d]", i))
-	}
+	d.nonEmpty(c.Embedded.Path, "embedded.path")
+	d.validateSources(c.Sources)
+
 	if c.Batch.Rows < 1 || c.Batch.Rows > 1_000_000 {
 		d.addf("batch.rows", "must be between 1 and 1000000, got %d", c.Batch.Rows)
 	}
+	d.duration(c.Batch.Delay, "batch.delay", time.Millisecond, time.Minute)
 	if c.Batch.MaxPending < 1 || c.Batch.MaxPending > 64 {
 		d.addf("batch.max_pending", "must be between 1 and 64, got %d", c.Batch.MaxPending)
 	}
-	if l := *c.HTTP.Listen; l != "" {
-		if _, _, err := net.SplitHostPort(l); err != nil {
-			d.addf("http.listen", "must be host:port (or \"\" to disable), got %q", l)
-		}
+	if l := *c.HTTP.Listen; l != "" && !validHostPort(l, true) {
+		d.addf("http.listen", "must be host:port (or \"\" to disable the endpoint), got %q", l)
 	}
-	d.duration(&c.Sweep.Every, "sweep.every", time.Second, 0)
-	d.duration(&c.Sweep.Lateness, "sweep.lateness", 0, 0)
-	d.duration(&c.Sweep.Lease, "sweep.lease", time.Second, 0)
+	d.nonEmpty(c.StateDir, "state_dir")
+
+	d.duration(c.Sweep.Every, "sweep.every", time.Second, 0)
 	switch c.Sweep.Claims {
 	case "local", "keeper", "keepermap":
 	default:
 		d.addf("sweep.claims", "must be local, keeper or keepermap, got %q", c.Sweep.Claims)
 	}
+	d.duration(c.Sweep.Lateness, "sweep.lateness", 0, 0)
+	d.duration(c.Sweep.Lease, "sweep.lease", time.Second, 0)
 	if c.Sweep.MaxCrossings < 1 {
-		d.addf("sweep.max_crossings", "must be at least 1")
+		d.addf("sweep.max_crossings", "must be at least 1, got %d", c.Sweep.MaxCrossings)
 	}
 	if c.Sweep.DigestAfter < 1 {
-		d.addf("sweep.digest_after", "must be at least 1")
+		d.addf("sweep.digest_after", "must be at least 1, got %d", c.Sweep.DigestAfter)
 	}
 	if k := c.Keeper; k != nil {
-		if len(k.Addr) == 0 {
-			d.addf("keeper.addr", "at least one host:port is required")
+		d.addrs(k.Addr, "keeper.addr")
+		if !strings.HasPrefix(k.Root, "/") || (len(k.Root) > 1 && strings.HasSuffix(k.Root, "/")) {
+			d.addf("keeper.root", "must be a znode path: start with / and not end with /, got %q", k.Root)
 		}
-		d.hostPorts(k.Addr, "keeper.addr")
-		if !strings.HasPrefix(k.Root, "/") {
-			d.addf("keeper.root", "must start with /, got %q", k.Root)
-		}
-		d.duration(&k.SessionTimeout, "keeper.session_timeout", time.Second, 0)
+		d.duration(k.SessionTimeout, "keeper.session_timeout", time.Second, 0)
 		d.secretSource(k.PasswordEnv, k.PasswordFile, "keeper")
 	}
 	if s := c.SMTP; s != nil {
 		d.validateSMTP(s)
 	}
+	d.nonEmpty(c.Outbox, "outbox")
+
 	sites := map[string]bool{}
 	for _, s := range c.Sources {
 		sites[s.Site] = true
 	}
-	names := map[string]bool{}
+	names := map[string]int{}
 	for i := range c.Rules {
-		r := &c.Rules[i]
-		field := fmt.Sprintf("rules[%d]", i)
-		if names[r.Name] {
-			d.addf(field+".name", "duplicate rule name %q", r.Name)
+		r, field := &c.Rules[i], itemPath("rules", i)
+		if j, dup := names[r.Name]; dup && r.Name != "" {
+			d.addf(field+".name", "duplicate rule name %q (also rules[%d])", r.Name, j)
+		} else {
+			names[r.Name] = i
 		}
-		names[r.Name] = true
 		d.validateRule(r, field, sites)
 	}
 }
 
-func (d *doc) duration(v *Duration, field string, minV, maxV time.Duration) {
-	if v.set {
-		dur, err := ParseDuration(v.raw)
-		if err != nil {
-			d.addf(field, "%v", err)
-			return
-		}
-		v.Duration = dur
-	}
-	if v.Duration < minV || (maxV > 0 && v.Duration > maxV) {
-		if maxV > 0 {
-			d.addf(field, "must be between %v and %v, got %v", minV, maxV, v.Duration)
-		} else {
-			d.addf(field, "must be at least %v, got %v", minV, v.Duration)
-		}
+func (d *doc) nonEmpty(v, field string) {
+	if v == "" {
+		d.addf(field, "must not be empty")
 	}
 }
 
-func (d *doc) hostPorts(addrs []string, field string) {
+// duration checks a range; maxV 0 means no upper bound.
+func (d *doc) duration(v Duration, field string, minV, maxV time.Duration) {
+	switch {
+	case maxV > 0 && (v.Duration < minV || v.Duration > maxV):
+		d.addf(field, "must be between %v and %v, got %v", minV, maxV, v.Duration)
+	case v.Duration < minV:
+		d.addf(field, "must be at least %v, got %v", minV, v.Duration)
+	}
+}
+
+// validHostPort accepts host:port with a numeric port; listen addresses may
+// leave the host empty (all interfaces) and use port 0.
+func validHostPort(a string, listen bool) bool {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || (host == "" && !listen) {
+		return false
+	}
+	p, err := strconv.Atoi(port)
+	return err == nil && p >= 0 && p <= 65535 && (p > 0 || listen)
+}
+
+func (d *doc) addrs(addrs []string, field string) {
+	if len(addrs) == 0 {
+		d.addf(field, "required: at least one host:port")
+	}
 	for i, a := range addrs {
-		host, port, err := net.SplitHostPort(a)
-		if _, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil {
-			d.addf(fmt.Sprintf("%s[%d]", field, i), "must be host:port, got %q", a)
+		if !validHostPort(a, false) {
+			d.addf(itemPath(field, i), "must be host:port, got %q", a)
 		}
 	}
 }
 
-func (d *doc) secretSource(env, file, field string) {
-	if env != "" && file != "" {
-		d.addf(field+".password_file", "give password_env or password_file, not both")
+// secretSource checks where a password comes from. The value of
+// password_env is not echoed: a password pasted there must not be printed.
+func (d *doc) secretSource(env, file, section string) {
+	if env != "" && !isIdent(env) {
+		d.addf(section+".password_env", "must be the name of an environment variable (letters, digits, _), not the password itself")
 	}
+	if env != "" && file != "" {
+		d.addf(section+".password_file", "give password_env or password_file, not both")
+	}
+}
+
+// isIdent matches [A-Za-z_][A-Za-z0-9_]*.
+func isIdent(s string) bool {
+	for i, c := range []byte(s) {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func (d *doc) validateClickHouse(ch *ClickHouse) {
-	if len(ch.Addr) == 0 {
-		d.addf("clickhouse.addr", "at least one host:port is required")
-	}
-	d.hostPorts(ch.Addr, "clickhouse.addr")
-	if !identRE.MatchString(ch.Database) {
+	d.addrs(ch.Addr, "clickhouse.addr")
+	if !isIdent(ch.Database) {
 		d.addf("clickhouse.database", "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got %q", ch.Database)
 	}
-	if ch.Password != nil {
-		d.addf("clickhouse.password", "a password is not kept in the config file: use password_env or password_file")
-	}
+	d.nonEmpty(ch.Username, "clickhouse.username")
 	d.secretSource(ch.PasswordEnv, ch.PasswordFile, "clickhouse")
+	if !ch.TLS.Enabled && (ch.TLS.CAFile != "" || ch.TLS.ServerName != "" || ch.TLS.InsecureSkipVerify) {
+		d.addf("clickhouse.tls.enabled", "TLS settings are given but enabled is false: the connection would be plain text; set enabled: true or remove them")
+	}
 	switch ch.Compression {
 	case "none", "lz4", "zstd":
 	default:
 		d.addf("clickhouse.compression", "must be none, lz4 or zstd, got %q", ch.Compression)
 	}
-	d.duration(&ch.DialTimeout, "clickhouse.dial_timeout", 100*time.Millisecond, 0)
-	d.duration(&ch.InsertTimeout, "clickhouse.insert_timeout", time.Second, 0)
+	d.duration(ch.DialTimeout, "clickhouse.dial_timeout", 100*time.Millisecond, 0)
+	d.duration(ch.InsertTimeout, "clickhouse.insert_timeout", time.Second, 0)
 }
 
-func (d *doc) validateSource(s *Source, field string) {
-	if s.Path == "" {
-		d.addf(field+".path", "required: the log file or glob to read")
-	}
-	if s.Site == "" {
-		d.addf(field+".site", "required: the site name hits are counted under")
-	}
-	if _, err := parser.New(s.Format); err != nil {
-		d.addf(field+".format", "%v", err)
-	}
-	switch s.StartAt {
-	case "beginning", "end":
-	default:
-		d.addf(field+".start_at", "must be beginning or end, got %q", s.StartAt)
-	}
-	if s.MaxLine.set {
-		n, err := ParseSize(s.MaxLine.raw)
-		if err != nil || n < 1024 {
-			d.addf(field+".max_line", "must be a size of at least 1KiB (e.g. 1MiB), got %q", s.MaxLine.raw)
+const maxMaxLine = 64 << 20
+
+func (d *doc) validateSources(sources []Source) {
+	paths := map[string]int{}
+	for i := range sources {
+		s, field := &sources[i], itemPath("sources", i)
+		switch {
+		case s.Path == "":
+			d.addf(field+".path", "required: the log file or glob to read")
+		case !doublestar.ValidatePathPattern(filepath.FromSlash(s.Path)):
+			d.addf(field+".path", "bad glob %q", s.Path)
+		default:
+			if j, dup := paths[s.Path]; dup {
+				d.addf(field+".path", "%q is also sources[%d].path: a file read twice is shipped twice", s.Path, j)
+			} else {
+				paths[s.Path] = i
+			}
 		}
-		s.MaxLine.Bytes = n
+		if s.Site == "" {
+			d.addf(field+".site", "required: the site name hits are counted under")
+		}
+		if _, err := parser.New(s.Format); err != nil {
+			if strings.Contains(s.Format, "$") {
+				d.addf(field+".format", "bad log_format string: %v", err)
+			} else {
+				d.addf(field+".format", "unknown format %q (%s, or an nginx log_format string)", s.Format, strings.Join(parser.Formats(), ", "))
+			}
+		}
+		switch s.StartAt {
+		case "beginning", "end":
+		default:
+			d.addf(field+".start_at", "must be beginning or end, got %q", s.StartAt)
+		}
+		if s.MaxLine.Bytes < 1<<10 || s.MaxLine.Bytes > maxMaxLine {
+			d.addf(field+".max_line", "must be between 1KiB and 64MiB, got %d bytes", s.MaxLine.Bytes)
+		}
 	}
 }
 
 func isLoopback(host string) bool {
-	if host == "localhost" {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") || strings.EqualFold(host, "localhost.") {
 		return true
 	}
 	ip := net.ParseIP(host)
@@ -177,30 +214,30 @@ func (d *doc) validateSMTP(s *SMTP) {
 	case "starttls", "tls":
 	case "none":
 		if s.Host != "" && !isLoopback(s.Host) {
-			d.addf("smtp.tls", "none sends mail and passwords in clear text: allowed only to a loopback host, not %q", s.Host)
+			d.addf("smtp.tls", "none sends mail and passwords in clear text: allowed only to a loopback host (localhost, 127.0.0.1, ::1), not %q", s.Host)
 		}
 	default:
 		d.addf("smtp.tls", "must be starttls, tls or none, got %q", s.TLS)
 	}
 	if s.Port < 1 || s.Port > 65535 {
-		d.addf("smtp.port", "must be a port number, got %d", s.Port)
-	}
-	if s.Password != nil {
-		d.addf("smtp.password", "a password is not kept in the config file: use password_env or password_file")
+		d.addf("smtp.port", "must be a port number (1 to 65535), got %d", s.Port)
 	}
 	d.secretSource(s.PasswordEnv, s.PasswordFile, "smtp")
 	if s.Username != "" && s.PasswordEnv == "" && s.PasswordFile == "" {
 		d.addf("smtp.username", "a username needs password_env or password_file")
 	}
-	if _, err := mail.ParseAddress(s.From); err != nil {
+	if s.From == "" {
+		d.addf("smtp.from", "required: the sender, such as hitcount <alerts@example.com>")
+	} else if _, err := mail.ParseAddress(s.From); err != nil {
 		d.addf("smtp.from", "not an email address (%v): %q", err, s.From)
 	}
-	d.duration(&s.Timeout, "smtp.timeout", time.Second, 0)
+	d.duration(s.Timeout, "smtp.timeout", time.Second, 0)
 }
 
-// validWindow accepts lifetime, windows that divide a day, and whole days.
+// validWindow accepts whole minutes that divide a day, and whole days:
+// windows are built from per-minute rollups and aligned to midnight.
 func validWindow(w time.Duration) bool {
-	day := 24 * time.Hour
+	const day = 24 * time.Hour
 	if w < time.Minute || w%time.Minute != 0 {
 		return false
 	}
@@ -210,41 +247,82 @@ func validWindow(w time.Duration) bool {
 	return w%day == 0
 }
 
-func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
-	if !ruleNameRE.MatchString(r.Name) {
-		d.addf(field+".name", "required: lower-case letters, digits and . _ - (got %q)", r.Name)
-	}
-	m := r.Match
-	if m.Site != "" && len(sites) > 0 && !sites[m.Site] {
-		d.addf(field+".match.site", "no source has site %q", m.Site)
-	}
-	switch {
-	case m.Path == "":
-		d.addf(field+".match.path", "required: an exact path (/pricing), a glob (/blog/*) or ~regex")
-	case strings.HasPrefix(m.Path, "~"):
-		if _, err := regexp.Compile(m.Path[1:]); err != nil {
-			d.addf(field+".match.path", "bad regex: %v", err)
+func isRuleName(s string) bool {
+	for i, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')) {
+			return false
 		}
-	case !strings.HasPrefix(m.Path, "/"):
-		d.addf(field+".match.path", "must start with / (or ~ for a regex), got %q", m.Path)
 	}
-	if m.Status != "" && !statusRE.MatchString(m.Status) {
-		d.addf(field+".match.status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
+	return s != ""
+}
+
+func isMethod(s string) bool {
+	for _, c := range []byte(s) {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
 	}
+	return s != ""
+}
+
+// isStatus matches a class (2xx) or a status (404), 1xx to 5xx.
+func isStatus(s string) bool {
+	if len(s) != 3 || s[0] < '1' || s[0] > '5' {
+		return false
+	}
+	if s[1:] == "xx" {
+		return true
+	}
+	return s[1] >= '0' && s[1] <= '9' && s[2] >= '0' && s[2] <= '9'
+}
+
+func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	switch {
-	case r.Threshold != 0 && len(r.Milestones) > 0:
-		d.addf(field+".milestones", "give threshold or milestones, not both")
-	case r.Threshold == 0 && len(r.Milestones) == 0:
-		d.addf(field+".threshold", "required: a threshold or a list of milestones")
-	case r.Threshold < 0:
-		d.addf(field+".threshold", "must be positive, got %d", r.Threshold)
+	case r.Name == "":
+		d.addf(field+".name", "required: a unique name such as pricing-hot")
+	case !isRuleName(r.Name):
+		d.addf(field+".name", "must be lower-case letters and digits, then also . _ - (such as pricing-hot), got %q", r.Name)
+	}
+	m, mf := r.Match, field+".match"
+	if m.Site != "" && len(sites) > 0 && !sites[m.Site] {
+		d.addf(mf+".site", "no source has site %q", m.Site)
+	}
+	switch p := m.Path; {
+	case p == "":
+		d.addf(mf+".path", "required: an exact path (/pricing), a glob (/blog/*) or ~regex")
+	case strings.HasPrefix(p, "~"):
+		if _, err := regexp.Compile(p[1:]); err != nil {
+			d.addf(mf+".path", "bad regex: %v", err)
+		}
+	case !strings.HasPrefix(p, "/"):
+		d.addf(mf+".path", "must start with / (or ~ for a regex), got %q", p)
+	case strings.ContainsAny(p, "*?[{") && !doublestar.ValidatePattern(p):
+		d.addf(mf+".path", "bad glob %q", p)
+	}
+	if m.Method != "" && !isMethod(m.Method) {
+		d.addf(mf+".method", "must be an HTTP method in capitals such as GET, got %q", m.Method)
+	}
+	if m.Status != "" && !isStatus(m.Status) {
+		d.addf(mf+".status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
+	}
+
+	if d.ok(field+".threshold", field+".milestones") {
+		switch {
+		case r.Threshold != 0 && len(r.Milestones) > 0:
+			d.addf(field+".milestones", "give threshold or milestones, not both")
+		case r.Threshold == 0 && len(r.Milestones) == 0:
+			d.addf(field+".threshold", "required: a threshold or a list of milestones")
+		case r.Threshold < 0:
+			d.addf(field+".threshold", "must be positive, got %d", r.Threshold)
+		}
 	}
 	for i, ms := range r.Milestones {
 		if ms <= 0 || (i > 0 && ms <= r.Milestones[i-1]) {
-			d.addf(fmt.Sprintf("%s.milestones[%d]", field, i), "milestones must be positive and strictly increasing")
+			d.addf(itemPath(field+".milestones", i), "milestones must be positive and strictly increasing, got %d", ms)
 			break
 		}
 	}
+
 	switch r.Window {
 	case "":
 		d.addf(field+".window", "required: lifetime, or a window such as 5m, 1h, 1d")
@@ -255,22 +333,24 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		case err != nil:
 			d.addf(field+".window", "%v", err)
 		case !validWindow(w):
-			d.addf(field+".window", "must divide a day evenly (5m, 15m, 1h, 6h) or be whole days (1d, 7d), got %s", r.Window)
+			d.addf(field+".window", "must be lifetime, whole minutes dividing a day evenly (5m, 15m, 1h, 6h), or whole days (1d, 7d); got %s", r.Window)
 		default:
 			r.WindowDur = w
 		}
 	}
 	loc, err := time.LoadLocation(r.Timezone)
-	if err != nil {
-		d.addf(field+".timezone", "unknown time zone %q", r.Timezone)
+	if err != nil || r.Timezone == "" || strings.EqualFold(r.Timezone, "Local") {
+		d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
+	} else {
+		r.Location = loc
 	}
-	r.Location = loc
+
 	if len(r.To) == 0 {
 		d.addf(field+".to", "required: at least one recipient")
 	}
 	for i, to := range r.To {
 		if _, err := mail.ParseAddress(to); err != nil {
-			d.addf(fmt.Sprintf("%s.to[%d]", field, i), "not an email address: %q", to)
+			d.addf(itemPath(field+".to", i), "not an email address (%v): %q", err, to)
 		}
 	}
 	for _, t := range []struct{ name, text string }{{"subject", r.Subject}, {"text", r.Text}} {
@@ -283,23 +363,34 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	}
 }
 
-// CheckCollector reports what the collector needs and the file lacks.
+// CheckCollector reports, as Errors, what the collector needs and the file
+// lacks: at least one source, and a store (a clickhouse section or the
+// embedded path).
 func (c *Config) CheckCollector() error {
 	var es Errors
 	if len(c.Sources) == 0 {
-		es = append(es, &FieldError{File: c.File, Field: "sources", Msg: "at least one source is required to collect"})
+		es = append(es, c.problem("sources", "at least one source is required to collect"))
 	}
-	return es.err()
+	if c.ClickHouse == nil && c.Embedded.Path == "" {
+		es = append(es, c.problem("clickhouse", "a clickhouse section or embedded.path is required to store hits"))
+	}
+	return es.sorted()
 }
 
-// CheckSweeper reports what the sweeper needs and the file lacks.
+// CheckSweeper reports, as Errors, what the sweeper needs and the file
+// lacks: at least one rule, and a keeper section when sweep.claims is keeper.
 func (c *Config) CheckSweeper() error {
 	var es Errors
 	if len(c.Rules) == 0 {
-		es = append(es, &FieldError{File: c.File, Field: "rules", Msg: "at least one rule is required to sweep"})
+		es = append(es, c.problem("rules", "at least one rule is required to sweep"))
 	}
 	if c.Sweep.Claims == "keeper" && c.Keeper == nil {
-		es = append(es, &FieldError{File: c.File, Field: "keeper", Msg: "sweep.claims is keeper: a keeper section is required"})
+		es = append(es, c.problem("sweep.claims", "keeper claims need a keeper section (keeper: {addr: [host:port]})"))
 	}
-	return es.err()
+	return es.sorted()
+}
+
+func (c *Config) problem(field, msg string) *FieldError {
+	line, col := c.loc.at(field)
+	return &FieldError{File: c.File, Line: line, Column: col, Field: field, Msg: msg}
 }
