@@ -528,7 +528,6 @@ keeper: {addr: [h:1], password_file: pw-crlf}
 		}, "", ""},
 		{"missing env var", (&ClickHouse{PasswordEnv: "HC_TEST_UNSET_VAR"}).Password, "", "clickhouse.password_env: environment variable HC_TEST_UNSET_VAR is not set"},
 		{"missing file", (&Keeper{PasswordFile: filepath.Join(dir, "nope")}).Password, "", "keeper.password_file: open " + filepath.Join(dir, "nope") + ": no such file or directory"},
-		{"deprecated name", c.SMTP.ResolvePassword, "from-env", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,18 +77,3 @@ func (s *SMTP) Password() (Secret, error) {
 func (k *Keeper) Password() (Secret, error) {
 	return readSecret("keeper", k.PasswordEnv, k.PasswordFile, k.dir)
 }
-
-// ResolvePassword is the former name of Password.
-//
-// Deprecated: use Password; kept until cmd/collector and cmd/sweeper switch.
-func (c *ClickHouse) ResolvePassword() (Secret, error) { return c.Password() }
-
-// ResolvePassword is the former name of Password.
-//
-// Deprecated: use Password; kept until cmd/sweeper switches.
-func (s *SMTP) ResolvePassword() (Secret, error) { return s.Password() }
-
-// ResolvePassword is the former name of Password.
-//
-// Deprecated: use Password; kept until its callers switch.
-func (k *Keeper) ResolvePassword() (Secret, error) { return k.Password() }

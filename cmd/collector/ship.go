@@ -98,7 +98,7 @@ func ship(ctx context.Context, cfg *config.Config, log *slog.Logger, migrateOnly
 
 func sinkOptions(cfg *config.Config) (sink.Options, error) {
 	ch := cfg.ClickHouse
-	pw, err := ch.ResolvePassword()
+	pw, err := ch.Password()
 	if err != nil {
 		return sink.Options{}, err
 	}

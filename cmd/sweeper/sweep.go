@@ -35,7 +35,7 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 		return fmt.Errorf("sweep.claims %q is not available in this build; use local", cfg.Sweep.Claims)
 	}
 	ch := cfg.ClickHouse
-	pw, err := ch.ResolvePassword()
+	pw, err := ch.Password()
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func newSender(cfg *config.Config) (alerts.Sender, string, error) {
 	if cfg.SMTP == nil {
 		return alerts.Outbox{Dir: cfg.Resolve(cfg.Outbox)}, "hitcount <hitcount@localhost>", nil
 	}
-	pw, err := cfg.SMTP.ResolvePassword()
+	pw, err := cfg.SMTP.Password()
 	if err != nil {
 		return nil, "", err
 	}
