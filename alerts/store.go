@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -68,6 +69,15 @@ func (s *Store) Touched(ctx context.Context, lo, hi time.Time) ([]Touch, error) 
 	return out, rows.Err()
 }
 
+// inSet binds strings as a tuple for IN (a []string would bind as an array).
+func inSet(v []string) clickhouse.GroupSet {
+	set := make([]any, len(v))
+	for i, s := range v {
+		set[i] = s
+	}
+	return clickhouse.GroupSet{Value: set}
+}
+
 // filters is the SQL for a rule's host, method, status and bot conditions.
 func filters(r *Rule) (string, []any) {
 	var sql []string
@@ -96,12 +106,14 @@ func filters(r *Rule) (string, []any) {
 func (s *Store) Counts(ctx context.Context, r *Rule, site string, paths []string, from, to time.Time) (map[string]int64, error) {
 	f, fargs := filters(r)
 	var q string
-	args := []any{site, paths}
+	// IN with a tuple, not has(array, path): IN uses the primary key, so the
+	// cost follows the touched pages, not everything stored for the site.
+	args := []any{site, inSet(paths)}
 	if r.Window.Size > 0 {
-		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1m WHERE site = ? AND has(?, path) AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
+		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
 		args = append(args, from.Unix(), to.Unix())
 	} else {
-		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1d WHERE site = ? AND has(?, path)" + f + " GROUP BY path"
+		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1d WHERE site = ? AND path IN ?" + f + " GROUP BY path"
 	}
 	rows, err := s.conn.Query(ctx, q, append(args, fargs...)...)
 	if err != nil {
@@ -206,7 +218,7 @@ func (s *Store) Latest(ctx context.Context, keys []string) (map[string]Row, erro
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := s.latest(ctx, " WHERE has(?, key)", "", keys)
+	rows, err := s.latest(ctx, " WHERE key IN ?", "", inSet(keys))
 	if err != nil {
 		return nil, err
 	}
