@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# A sweep's time with 1x and 10x stored hits at the same touched pages, in one
+# run against a real ClickHouse server (target: ratio <= 2).
+# Usage: bench/sweep-scaling.sh [STORED_HITS]   (default 1,000,000; 10x is added)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+export PATH="$PATH:/usr/local/go/bin"
+scripts/setup.sh
+BENCH_STORED="${1:-1000000}" go test -run '^$' -bench SweepFlatWhileStoredGrows -benchtime 1x -timeout 30m ./bench/sweep/ | grep -E '^sweep|FAIL|ok'
