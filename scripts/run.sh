@@ -2,7 +2,8 @@
 # The README's first command: sets up what is missing and runs the most complete
 # job this build has: a ClickHouse server of its own under ./data/clickhouse, the
 # collector shipping an access log into it (the one you give, or live demo
-# traffic generated into ./data/demo/access.log), and every 10 s the top pages
+# traffic generated into ./data/demo/access.log), the sweeper emailing threshold
+# crossings into ./data/outbox as .eml files, and every 10 s the top pages
 # counted so far. Ctrl-C stops it all cleanly.
 # Usage: scripts/run.sh [ACCESS_LOG [FORMAT]]
 #        scripts/run.sh --check-log ACCESS_LOG    (parse only, JSON report)
@@ -48,7 +49,9 @@ cat >"$data/clickhouse/users.xml" <<'XML'
 </yandex>
 XML
 pids=()
-# Stop in reverse order: the collector flushes into a server that is still up.
+# Children run in their own sessions so that Ctrl-C reaches only this script,
+# which stops them in reverse order: the collector flushes into a server that
+# is still up.
 cleanup() {
 	trap - INT TERM EXIT
 	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
@@ -57,14 +60,14 @@ cleanup() {
 	done
 }
 trap cleanup INT TERM EXIT
-/usr/sbin/clickhouse-server --config-file="$data/clickhouse/config.xml" >"$data/clickhouse/stdout.log" 2>&1 &
+setsid /usr/sbin/clickhouse-server --config-file="$data/clickhouse/config.xml" >"$data/clickhouse/stdout.log" 2>&1 &
 pids+=($!)
 
 log="${1:-}"
 format="${2:-combined}"
 if [ -z "$log" ]; then
 	log="$data/demo/access.log"
-	bin/loggen -rate 200 -o "$log" &
+	setsid bin/loggen -rate 200 -o "$log" &
 	pids+=($!)
 	echo "run: no log given; writing live demo traffic (200 requests/s) to $log" >&2
 fi
@@ -81,12 +84,32 @@ sources:
 batch: {rows: 50000, delay: 1s}
 http: {listen: "127.0.0.1:0"}
 state_dir: $data/state
+outbox: $data/outbox
+sweep: {every: 30s, lateness: 5m}
+rules:
+  # With the demo's 200 requests/s these cross within a minute or two.
+  - name: pricing-busy
+    match: {site: demo, path: /pricing}
+    threshold: 500
+    window: 5m
+    to: [ops@example.com]
+  - name: blog-milestones
+    match: {site: demo, path: "/blog/*", exclude_bots: true}
+    milestones: [100, 1000, 10000]
+    window: lifetime
+    to: [editors@example.com]
 YAML
 # http listen 127.0.0.1:0 would pick a random port; give a fixed free one.
 sed -i "s|127.0.0.1:0|127.0.0.1:$(free_port)|" "$data/hitcount.yaml"
-bin/collector -config "$data/hitcount.yaml" &
+setsid bin/collector -config "$data/hitcount.yaml" &
 pids+=($!)
-echo "run: collector shipping $log into ClickHouse on 127.0.0.1:$port (config $data/hitcount.yaml); Ctrl-C to stop" >&2
+# The sweeper's ops endpoint needs its own port.
+sed "s|listen: \"127.0.0.1:[0-9]*\"|listen: \"127.0.0.1:$(free_port)\"|" "$data/hitcount.yaml" >"$data/sweeper.yaml"
+sed -i "s|state_dir: $data/state|state_dir: $data/sweeper-state|" "$data/sweeper.yaml"
+setsid bin/sweeper -config "$data/sweeper.yaml" &
+pids+=($!)
+echo "run: collector shipping $log into ClickHouse on 127.0.0.1:$port; sweeper writing crossings to $data/outbox; Ctrl-C to stop" >&2
 while sleep 10; do
 	clickhouse-client --port "$port" --query "SELECT path, sum(hits) AS hits FROM hitcount.hits_1m GROUP BY path ORDER BY hits DESC LIMIT 10 FORMAT PrettyCompact" 2>/dev/null || true
+	echo "emails in $data/outbox: $(ls "$data/outbox" 2>/dev/null | grep -c '\.eml$' || true)"
 done
