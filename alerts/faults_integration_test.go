@@ -265,3 +265,30 @@ func mustCompile(t *testing.T, yaml string) []*alerts.Rule {
 	}
 	return rules
 }
+
+// TLS is mandatory by default: against a server without STARTTLS, nothing is
+// sent in clear text and the crossing waits for a retry.
+func TestStartTLSMandatoryByDefault(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	plain := testenv.SMTP(t) // offers no STARTTLS
+	e := newEnv(t, ch)
+	e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
+	claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Close()
+	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), mustCompile(t, rulesYAML), claims,
+		alerts.NewSMTP(alerts.SMTPOptions{Host: plain.Host(), Port: plain.Port(), TLS: "starttls", Timeout: 5 * time.Second}),
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
+	res, err := sw.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 0 || len(plain.Messages(t)) != 0 {
+		t.Fatalf("sent %d (mailbox %d) to a server without STARTTLS", res.Sent, len(plain.Messages(t)))
+	}
+	if st := e.states(); st["detected"] != 1 {
+		t.Fatalf("state %v, want the crossing waiting for a retry", st)
+	}
+}

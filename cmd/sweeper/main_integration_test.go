@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,16 +46,19 @@ func TestSweeperCommand(t *testing.T) {
 	insert("/pricing", 150)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hitcount.yaml")
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	listen := ln.Addr().String()
+	ln.Close()
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`clickhouse: {addr: [%q], database: sweeptest}
 sources: [{path: /var/log/x.log, site: www.example.com}]
-http: {listen: ""}
+http: {listen: %q}
 state_dir: state
 outbox: outbox
 sweep: {every: 1h, max_crossings: 1}
 rules:
   - {name: pricing, match: {path: /pricing}, threshold: 100, window: 1h, to: [ops@example.com]}
   - {name: docs, match: {path: "/docs/*"}, milestones: [10, 20, 30], window: lifetime, to: [docs@example.com]}
-`, ch.Addr())), 0o644)
+`, ch.Addr(), listen)), 0o644)
 	outbox := filepath.Join(dir, "outbox")
 	emls := func() int { f, _ := filepath.Glob(filepath.Join(outbox, "*.eml")); return len(f) }
 
@@ -76,6 +82,18 @@ rules:
 	deadline := time.Now().Add(20 * time.Second)
 	for emls() < 4 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `hitcount_sweeper_emails_total{result="sent"} 3`) {
+		t.Errorf("/metrics lacks the 3 emails sent:\n%s", body)
+	}
+	if resp, err := http.Get("http://" + listen + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("/readyz after a good sweep: %v %v", resp, err)
 	}
 	cancel()
 	if code := <-done; code != 0 {
