@@ -31,8 +31,8 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if cfg.ClickHouse == nil {
 		return errors.New("no clickhouse section: the embedded store is not available to the sweeper in this build")
 	}
-	if cfg.Sweep.Claims != "local" {
-		return fmt.Errorf("sweep.claims %q is not available in this build; use local", cfg.Sweep.Claims)
+	if cfg.Sweep.Claims == "keepermap" {
+		return fmt.Errorf("sweep.claims keepermap is not available in this build; use local or keeper")
 	}
 	ch := cfg.ClickHouse
 	pw, err := ch.Password()
@@ -55,12 +55,30 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if err != nil {
 		return err
 	}
-	var claims *alerts.LocalClaims
-	if !m.dryRun {
-		if claims, err = alerts.OpenLocalClaims(cfg.Resolve(cfg.StateDir), time.Now); err != nil {
+	var claims alerts.Claimer
+	var keeper *alerts.KeeperClaims
+	switch {
+	case m.dryRun:
+	case cfg.Sweep.Claims == "keeper":
+		k := cfg.Keeper
+		pw, err := k.Password()
+		if err != nil {
 			return err
 		}
-		defer claims.Close()
+		keeper, err = alerts.OpenKeeperClaims(ctx, alerts.KeeperOptions{Addr: k.Addr, Root: k.Root, SessionTimeout: k.SessionTimeout.Duration,
+			Username: k.Username, Password: pw.Reveal(), Logger: log})
+		if err != nil {
+			return err
+		}
+		defer keeper.Close()
+		claims = keeper
+	default:
+		local, err := alerts.OpenLocalClaims(cfg.Resolve(cfg.StateDir), time.Now)
+		if err != nil {
+			return err
+		}
+		defer local.Close()
+		claims = local
 	}
 	sender, from, err := newSender(cfg)
 	if err != nil {
@@ -71,7 +89,7 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	stateDir, _ := filepath.Abs(cfg.Resolve(cfg.StateDir))
 	owner := host + ":" + stateDir
 	store := alerts.NewStore(s.Conn(), s.Database())
-	if !m.dryRun {
+	if !m.dryRun && keeper == nil {
 		// The lock file stops a second sweeper on this state directory; this
 		// stops one on another machine or directory, against the same tables.
 		since := time.Now().Add(-2*cfg.Sweep.Every.Duration - cfg.Sweep.Lease.Duration)
@@ -102,14 +120,29 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := ops.Serve(ctx, listen, ops.Handler(reg, func() error { ready.Lock(); defer ready.Unlock(); return lastErr }))
+			err := ops.Serve(ctx, listen, ops.Handler(reg, func() error {
+				if keeper != nil {
+					if err := keeper.Healthy(); err != nil {
+						return fmt.Errorf("not sending: %w", err)
+					}
+				}
+				ready.Lock()
+				defer ready.Unlock()
+				return lastErr
+			}))
 			if err != nil {
 				log.Error("ops server", "err", err)
 				cancel()
 			}
 		}()
 	}
-	sched, err := gocron.NewScheduler()
+	var schedOpts []gocron.SchedulerOption
+	if keeper != nil {
+		// One replica runs each sweep; the others stand by. Correctness does
+		// not depend on it: the per-crossing claims decide who sends.
+		schedOpts = append(schedOpts, gocron.WithDistributedElector(keeper))
+	}
+	sched, err := gocron.NewScheduler(schedOpts...)
 	if err != nil {
 		return fmt.Errorf("scheduler: %w", err)
 	}
