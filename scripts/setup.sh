@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what hitcount's tests and embedded mode need, idempotently:
 #   - Debian packages: the ClickHouse 18.16 server and client, ZooKeeper, an SMTP
-#     server (aiosmtpd) and mtail (benchmark baseline);
+#     server (aiosmtpd), mtail (benchmark baseline), and nginx-light, wrk and
+#     logrotate (the end-to-end test on real traffic);
 #   - libchdb.so (the embedded ClickHouse engine) from the npm package
 #     @chdb/lib-linux-x64-gnu, pinned and checksum-verified, unpacked into .cache/.
 # Quick (well under a second) when everything is already there.
@@ -10,7 +11,7 @@ set -euo pipefail
 
 CHDB_VERSION="26.7.3-stable.1"
 CHDB_SHA256="c0d32b129e988f2b9a9a31c9141aecf5e1e2453f9a079efc4d36ab8e3f92b2ad"
-DEB_PACKAGES=(clickhouse-server clickhouse-client zookeeper python3-aiosmtpd mtail)
+DEB_PACKAGES=(clickhouse-server clickhouse-client zookeeper python3-aiosmtpd mtail nginx-light wrk logrotate)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${HITCOUNT_CACHE:-$root/.cache}"
@@ -36,7 +37,7 @@ install_debs() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 	# The packages may start system services; the tests run their own instances on
 	# their own ports, so stop the system ones if they came up.
-	for svc in clickhouse-server zookeeper; do
+	for svc in clickhouse-server zookeeper nginx; do
 		as_root service "$svc" stop >/dev/null 2>&1 || true
 	done
 }
