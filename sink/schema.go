@@ -223,3 +223,11 @@ func (s *Sink) Migrate(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Schema returns the statements that create every table of database db on a
+// server of version v: the same schema for a ClickHouse server and the
+// embedded engine.
+func Schema(db string, v Version) []string { return schema(db, featuresOf(v)) }
+
+// HitsColumns is the column list of inserts into hits, in Batch order.
+const HitsColumns = "ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset"

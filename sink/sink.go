@@ -35,7 +35,7 @@ type Sink struct {
 	insertTimeout time.Duration
 }
 
-var hitsColumns = "ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset"
+var hitsColumns = HitsColumns
 
 // Open connects and reads the server version. It does not create the schema
 // (Migrate does).

@@ -1,0 +1,157 @@
+// Package embedded is the collector's store on the embedded ClickHouse engine
+// (chDB, loaded at run time): the same schema and the same contract as the
+// server sink, for standalone mode on one machine.
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/chdb"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Options say which library and data directory to use.
+type Options struct {
+	LibPath  string
+	DataPath string
+	Database string
+}
+
+// Store writes and reads hits in the embedded engine. The engine belongs to
+// this process alone (chDB refuses a second process on a data directory), so
+// an insert never outlives the process that made it: there is nothing to
+// settle after a crash, only the committed offsets to read.
+type Store struct {
+	e   *chdb.Engine
+	db  string
+	buf []byte
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Open opens the engine on the data directory and creates the schema.
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if !identRE.MatchString(o.Database) {
+		return nil, fmt.Errorf("embedded store: database name %q is not an identifier", o.Database)
+	}
+	e, err := chdb.Open(ctx, chdb.Options{LibPath: o.LibPath, DataPath: o.DataPath})
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{e: e, db: o.Database}
+	if err := s.migrate(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the engine.
+func (s *Store) Close() error { return s.e.Close() }
+
+// Engine is the engine, for queries by other components of the same process.
+func (s *Store) Engine() *chdb.Engine { return s.e }
+
+func (s *Store) migrate(ctx context.Context) error {
+	out, err := s.e.Query(ctx, "SELECT version()", "TSV")
+	if err != nil {
+		return fmt.Errorf("embedded store: version: %w", err)
+	}
+	var v sink.Version
+	parts := strings.SplitN(strings.TrimSpace(string(out)), ".", 3)
+	v.Major, _ = strconv.ParseUint(parts[0], 10, 64)
+	if len(parts) > 1 {
+		v.Minor, _ = strconv.ParseUint(parts[1], 10, 64)
+	}
+	for _, stmt := range sink.Schema(s.db, v) {
+		if err := s.e.Exec(ctx, stmt); err != nil {
+			first, _, _ := strings.Cut(stmt, "(")
+			return fmt.Errorf("embedded store: migrate: %s: %w", strings.TrimSpace(first), err)
+		}
+	}
+	return nil
+}
+
+// Insert writes the batch's rows as one block, then its reject samples, with
+// the batch id as deduplication token (the engine has it): an insert repeated
+// after a crash that hid its outcome is dropped, not doubled.
+func (s *Store) Insert(ctx context.Context, b *sink.Batch) error {
+	id := b.ID()
+	if b.Rows() > 0 {
+		s.buf = append(s.buf[:0], "INSERT INTO "+s.db+".hits ("+sink.HitsColumns+") SETTINGS insert_deduplication_token = '"+id+"', deduplicate_blocks_in_dependent_materialized_views = 1 FORMAT TSV\n"...)
+		s.buf = b.AppendTSV(s.buf)
+		if err := s.e.Exec(ctx, string(s.buf)); err != nil {
+			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
+		}
+	}
+	if len(b.Rejects) > 0 {
+		s.buf = append(s.buf[:0], "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line) SETTINGS insert_deduplication_token = '"+id+"-rejects' FORMAT TSV\n"...)
+		s.buf = b.AppendRejectsTSV(s.buf, time.Now())
+		if err := s.e.Exec(ctx, string(s.buf)); err != nil {
+			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Settle returns the offset of the source's last committed line.
+func (s *Store) Settle(ctx context.Context, source uint64) (int64, bool, error) {
+	out, err := s.e.Query(ctx, fmt.Sprintf("SELECT maxMerge(max_offset) FROM %s.ingest_progress WHERE source_id = %d GROUP BY source_id", s.db, source), "TSV")
+	if err != nil {
+		return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
+	}
+	line := strings.TrimSpace(string(out))
+	if line == "" {
+		return 0, false, nil
+	}
+	off, err := strconv.ParseInt(line, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("settle source %016x: %q: %w", source, line, err)
+	}
+	return off, true, nil
+}
+
+// Committed reads the committed progress of every source.
+func (s *Store) Committed(ctx context.Context) (sink.Progress, error) {
+	p := sink.Progress{Offsets: map[uint64]int64{}, Sites: map[string]bool{}}
+	out, err := s.e.Query(ctx, "SELECT site, source_id, maxMerge(max_offset) FROM "+s.db+".ingest_progress GROUP BY site, source_id", "TSV")
+	if err != nil {
+		return p, fmt.Errorf("read committed offsets: %w", err)
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(out), []byte("\n")) {
+		f := strings.Split(string(line), "\t")
+		if len(f) != 3 {
+			continue
+		}
+		id, err1 := strconv.ParseUint(f[1], 10, 64)
+		off, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return p, fmt.Errorf("read committed offsets: bad row %q", line)
+		}
+		p.Offsets[id] = off
+		p.Sites[unescapeTSV(f[0])] = true
+	}
+	return p, nil
+}
+
+// RecordSource notes a source's current path.
+func (s *Store) RecordSource(ctx context.Context, site string, id uint64, path string) error {
+	q := fmt.Sprintf("INSERT INTO %s.sources (source_id, site, path, seen) FORMAT TSV\n%d\t%s\t%s\t%d\n", s.db, id,
+		escapeTSV(site), escapeTSV(path), time.Now().Unix())
+	if err := s.e.Exec(ctx, q); err != nil {
+		return fmt.Errorf("record source %s: %w", path, err)
+	}
+	return nil
+}
+
+var tsvEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
+var tsvUnescaper = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r")
+
+func escapeTSV(s string) string   { return tsvEscaper.Replace(s) }
+func unescapeTSV(s string) string { return tsvUnescaper.Replace(s) }
