@@ -1,6 +1,16 @@
 // Package embedded is the collector's store on the embedded ClickHouse engine
 // (chDB, loaded at run time): the same schema and the same contract as the
 // server sink, for standalone mode on one machine.
+//
+// Known gap, to close before standalone mode ships: the engine runs inside the
+// collector's process, so a kill -9 during an insert can stop it after the hits
+// part and the ingest_progress view's part are written but before another view
+// (hits_1m) gets its part; the batch then counts as committed and that view
+// misses it. The fix: record the in-flight batch's [first, last] (fsynced)
+// before inserting, and after a restart re-insert exactly that batch under the
+// same insert_deduplication_token, which with
+// deduplicate_blocks_in_dependent_materialized_views fills in only the missing
+// parts.
 package embedded
 
 import (
