@@ -67,8 +67,8 @@ func schema(db string, f features) []string {
 	hitsSettings := ""
 	if f.dedupToken {
 		// A retried insert with the same token is dropped by the server, for
-		// the hits table and (deduplicate_blocks_in_dependent_materialized_views)
-		// its rollups.
+		// the hits table and, with deduplicate_blocks_in_dependent_materialized_views,
+		// for each rollup fed by a view: every target table keeps the window.
 		hitsSettings = " SETTINGS non_replicated_deduplication_window = 1000"
 	}
 	q := func(s string) string { return strings.ReplaceAll(s, "{db}", db) }
@@ -117,7 +117,7 @@ ORDER BY (site, source_id)`),
 	max_offset AggregateFunction(max, UInt64),
 	last_insert AggregateFunction(max, DateTime)
 ) ENGINE = AggregatingMergeTree
-ORDER BY (site, source_id)`),
+ORDER BY (site, source_id)` + hitsSettings),
 		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.ingest_progress_hits TO {db}.ingest_progress AS
 SELECT site, source_id, maxState(offset) AS max_offset, maxState(now()) AS last_insert
 FROM {db}.hits GROUP BY site, source_id`),
@@ -138,7 +138,7 @@ FROM {db}.rejects GROUP BY site, source_id`),
 	bytes UInt64
 ) ENGINE = SummingMergeTree((hits, bytes))
 PARTITION BY toYYYYMM(minute)
-ORDER BY (site, path, minute, host, method, status, bot)`),
+ORDER BY (site, path, minute, host, method, status, bot)` + hitsSettings),
 		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_1m_mv TO {db}.hits_1m AS
 SELECT toStartOfMinute(ts) AS minute, site, host, path, method, status,
 	match(user_agent, '` + BotPattern + `') AS bot,
@@ -155,7 +155,7 @@ FROM {db}.hits GROUP BY minute, site, host, path, method, status, bot`),
 	hits UInt64
 ) ENGINE = SummingMergeTree(hits)
 PARTITION BY toYYYYMMDD(ingested)
-ORDER BY (ingested, site, path, minute)`),
+ORDER BY (ingested, site, path, minute)` + hitsSettings),
 		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_touched_mv TO {db}.hits_touched AS
 SELECT toStartOfMinute(now()) AS ingested, site, path, toStartOfMinute(ts) AS minute, count() AS hits
 FROM {db}.hits GROUP BY ingested, site, path, minute`),
@@ -171,7 +171,7 @@ FROM {db}.hits GROUP BY ingested, site, path, minute`),
 	hits UInt64
 ) ENGINE = SummingMergeTree(hits)
 PARTITION BY toYYYYMM(day)
-ORDER BY (site, path, day, host, method, status, bot)`),
+ORDER BY (site, path, day, host, method, status, bot)` + hitsSettings),
 		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_1d_mv TO {db}.hits_1d AS
 SELECT toDate(ts) AS day, site, host, path, method, status,
 	match(user_agent, '` + BotPattern + `') AS bot, count() AS hits

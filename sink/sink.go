@@ -306,3 +306,8 @@ func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path st
 	}
 	return nil
 }
+
+// Deduplicates reports whether the server drops an identical batch inserted
+// again, in hits and in its materialized views (insert_deduplication_token,
+// ClickHouse >= 22.2).
+func (s *Sink) Deduplicates() bool { return s.features.dedupToken }

@@ -31,6 +31,10 @@ type Inserter interface {
 	Committed(ctx context.Context) (sink.Progress, error)
 	// RecordSource notes which file a source id is, for operators.
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
+	// Deduplicates reports whether an identical batch inserted again (same
+	// id) is dropped by the store wherever it already landed, the main table
+	// and each materialized view alike.
+	Deduplicates() bool
 }
 
 // Source is one configured log: a glob and how to read what it matches.
@@ -121,6 +125,7 @@ type Collector struct {
 	finished  map[uint64]int64 // sources read to their end: size then
 	seen      map[[2]uint64]fileStat
 	positions *positions
+	dedup     bool // the store drops an identical re-insert (see Inserter.Deduplicates)
 	ready     bool
 	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
 }
@@ -146,6 +151,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
 		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{},
 		unshipped: map[*sink.Batch]time.Time{},
+		dedup:     ins.Deduplicates(),
 	}
 	for range opts.MaxPending {
 		c.free <- nil // allocated on first use

@@ -13,19 +13,31 @@ import (
 // positions is a local hint, never the truth of what was shipped (that is in
 // ClickHouse): where a source first seen with start_at: end started, so that a
 // crash before its first insert does not move the start to a later end and
-// skip the lines in between. Written atomically; missing means empty; corrupt
+// skip the lines in between; and each source's batch in flight (see
+// positionsFile.InFlight). Written atomically; missing means empty; corrupt
 // is a loud error naming the file.
 type positions struct {
-	path string
-	mu   sync.Mutex
-	m    map[uint64]int64
+	path     string
+	mu       sync.Mutex
+	m        map[uint64]int64
+	inFlight map[uint64][2]int64
+}
+
+// positionsFile is the file's shape: ids in hex.
+type positionsFile struct {
+	// Start is where a never-seen source started (start_at: end).
+	Start map[string]int64 `json:"start"`
+	// InFlight is each source's last batch handed to the store, [first, last]
+	// line offsets: after a crash it is inserted again, identical, so that a
+	// store that deduplicates by token completes what the crash cut short.
+	InFlight map[string][2]int64 `json:"in_flight,omitempty"`
 }
 
 func loadPositions(dir string) (*positions, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}}
+	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64][2]int64{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
@@ -33,16 +45,23 @@ func loadPositions(dir string) (*positions, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read positions hint: %w", err)
 	}
-	var raw map[string]int64
+	var raw positionsFile
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("positions hint %s is corrupt (delete it to start over; ClickHouse keeps what was shipped): %w", p.path, err)
 	}
-	for k, v := range raw {
+	for k, v := range raw.Start {
 		id, err := strconv.ParseUint(k, 16, 64)
 		if err != nil {
 			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
 		}
 		p.m[id] = v
+	}
+	for k, v := range raw.InFlight {
+		id, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
+		}
+		p.inFlight[id] = v
 	}
 	return p, nil
 }
@@ -70,11 +89,40 @@ func (p *positions) set(id uint64, off int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.m[id] = off
-	raw := make(map[string]int64, len(p.m))
-	for k, v := range p.m {
-		raw[strconv.FormatUint(k, 16)] = v
+	return p.save()
+}
+
+// setInFlight records the batch about to be inserted, durably, before the
+// insert starts.
+func (p *positions) setInFlight(id uint64, first, last int64) error {
+	if p == nil {
+		return nil
 	}
-	data, err := json.Marshal(raw)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inFlight[id] = [2]int64{first, last}
+	return p.save()
+}
+
+func (p *positions) getInFlight(id uint64) (first, last int64, ok bool) {
+	if p == nil {
+		return 0, 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.inFlight[id]
+	return v[0], v[1], ok
+}
+
+func (p *positions) save() error {
+	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][2]int64{}}
+	for k, v := range p.m {
+		f.Start[strconv.FormatUint(k, 16)] = v
+	}
+	for k, v := range p.inFlight {
+		f.InFlight[strconv.FormatUint(k, 16)] = v
+	}
+	data, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}

@@ -202,6 +202,17 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 			c.log.Warn("cannot save the positions hint", "err", err)
 		}
 	}
+	// The in-flight record is rewritten before every insert, so it is this
+	// source's latest batch: committed or not, it starts at or before start.
+	replay := int64(-1)
+	if first, last, ok := c.positions.getInFlight(id.ID); ok && c.dedup && first <= start {
+		// The last batch this source handed to the store may have landed only
+		// in part (the process died between the table and a view): insert it
+		// again, identical; the store keeps what it has and fills the rest.
+		if err := r.SeekTo(first); err == nil {
+			start, replay, how = first, last, how+", replaying the batch in flight"
+		}
+	}
 	p, err := parser.New(src.Format)
 	if err != nil {
 		f.Close()
@@ -210,6 +221,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	s := &shipper{
 		c: c, src: src, id: id, path: cand.path, live: cand.live, reader: r, parser: p,
 		start: start, key: key, sendCh: make(chan job), resync: make(chan resync, 1), sent: make(chan struct{}),
+		replayUntil: replay,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s

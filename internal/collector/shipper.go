@@ -29,6 +29,11 @@ type shipper struct {
 	reader *tailer.Reader
 	parser *parser.Parser
 	start  int64 // where reading began when nothing was committed
+	// replayUntil, when >= 0, is the last line of a batch that was in flight
+	// when the previous process stopped: the first batch is read to exactly
+	// that line, whatever the batch size, so it is identical and carries the
+	// same id.
+	replayUntil int64
 
 	sendCh chan job
 	resync chan resync
@@ -59,6 +64,11 @@ func (s *shipper) send(ctx context.Context) {
 			s.c.countBatch("discarded")
 			s.c.release(j.b)
 			continue
+		}
+		if s.c.dedup {
+			if err := s.c.positions.setInFlight(j.b.SourceID, j.b.First, j.b.Last); err != nil {
+				s.c.log.Warn("cannot record the batch in flight", "err", err)
+			}
 		}
 		t0 := time.Now()
 		err := s.c.ins.Insert(insertCtx, j.b)
@@ -146,6 +156,15 @@ func (s *shipper) read(ctx context.Context) {
 		case err == nil:
 			idleSince = time.Time{}
 			s.addLine(b, &h, line, off)
+			if s.replayUntil >= 0 {
+				if off >= s.replayUntil {
+					s.replayUntil = -1
+					if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+						return
+					}
+				}
+				continue
+			}
 			if b.Lines >= s.c.opts.BatchRows || (b.Lines&1023 == 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay) {
 				if progress != nil {
 					progress.Set(s.reader.Offset())
@@ -173,6 +192,7 @@ func (s *shipper) read(ctx context.Context) {
 			return
 		}
 		// At the end of what is written so far.
+		s.replayUntil = -1
 		if progress != nil {
 			progress.Set(s.reader.Offset())
 			progress.Done()

@@ -2,15 +2,13 @@
 // (chDB, loaded at run time): the same schema and the same contract as the
 // server sink, for standalone mode on one machine.
 //
-// Known gap, to close before standalone mode ships: the engine runs inside the
-// collector's process, so a kill -9 during an insert can stop it after the hits
-// part and the ingest_progress view's part are written but before another view
-// (hits_1m) gets its part; the batch then counts as committed and that view
-// misses it. The fix: record the in-flight batch's [first, last] (fsynced)
-// before inserting, and after a restart re-insert exactly that batch under the
-// same insert_deduplication_token, which with
-// deduplicate_blocks_in_dependent_materialized_views fills in only the missing
-// parts.
+// The engine runs inside the collector's process, so a kill -9 during an
+// insert can stop it after the hits part and some views' parts are written but
+// before the others. The collector records each batch in flight before
+// inserting it and, after a restart, inserts exactly that batch again under the
+// same insert_deduplication_token; with
+// deduplicate_blocks_in_dependent_materialized_views the engine keeps what it
+// has and writes only the missing parts.
 package embedded
 
 import (
@@ -165,3 +163,7 @@ var tsvUnescaper = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, 
 
 func escapeTSV(s string) string   { return tsvEscaper.Replace(s) }
 func unescapeTSV(s string) string { return tsvUnescaper.Replace(s) }
+
+// Deduplicates is true: the engine takes insert_deduplication_token, and the
+// tables keep a deduplication window.
+func (s *Store) Deduplicates() bool { return true }
