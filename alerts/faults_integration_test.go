@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/mail"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -107,92 +105,12 @@ func TestCrashAtEachStepThenRestart(t *testing.T) {
 	}
 }
 
-// faultySMTP is a real aiosmtpd server whose handler answers DATA according to
-// a mode file: "451" (temporary), "550" (permanent), "hang" (never answers),
-// or "ok" (stores the message).
-type faultySMTP struct {
-	port     int
-	mode     string
-	messages string
-}
-
-const faultyHandler = `
-import asyncio, os, time, email
-class Handler:
-    def __init__(self, d):
-        self.d = d
-    @classmethod
-    def from_cli(cls, parser, *args):
-        return cls(*args)
-    async def handle_DATA(self, server, session, envelope):
-        mode = open(os.path.join(self.d, "mode")).read().strip()
-        if mode == "hang":
-            await asyncio.sleep(3600)
-        if mode in ("451", "550"):
-            return mode + (" 4.3.0 try again later" if mode == "451" else " 5.7.1 rejected")
-        name = os.path.join(self.d, "msgs", "%d.eml" % time.time_ns())
-        open(name, "wb").write(envelope.content)
-        return "250 OK"
-`
-
-func startFaultySMTP(t *testing.T) *faultySMTP {
-	t.Helper()
-	testenv.Require(t, "python3 with aiosmtpd", "/usr/bin/python3")
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "faulty.py"), []byte(faultyHandler), 0o644)
-	os.MkdirAll(filepath.Join(dir, "msgs"), 0o755)
-	f := &faultySMTP{mode: filepath.Join(dir, "mode"), messages: filepath.Join(dir, "msgs")}
-	f.set(t, "ok")
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	f.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command("/usr/bin/python3", "-m", "aiosmtpd", "-n", "-l", "127.0.0.1:"+strconv.Itoa(f.port), "-c", "faulty.Handler", dir)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(f.port)); err == nil {
-			c.Close()
-			return f
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("faulty SMTP server did not start")
-	return nil
-}
-
-func (f *faultySMTP) set(t *testing.T, mode string) {
-	if err := os.WriteFile(f.mode, []byte(mode), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (f *faultySMTP) delivered(t *testing.T) []*mail.Message {
-	files, _ := filepath.Glob(filepath.Join(f.messages, "*.eml"))
-	var out []*mail.Message
-	for _, p := range files {
-		fh, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := mail.ReadMessage(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // SMTP faults: refused connections, a server that never answers, 4xx: each
 // retried on later sweeps and delivered once when the server recovers; 5xx:
 // the crossing is marked failed after one attempt, never forgotten.
 func TestSMTPFaults(t *testing.T) {
 	ch := testenv.ClickHouse(t)
-	srv := startFaultySMTP(t)
+	srv := testenv.StartFaultySMTP(t)
 	refused, _ := net.Listen("tcp", "127.0.0.1:0")
 	refusedPort := refused.Addr().(*net.TCPAddr).Port
 	refused.Close()
@@ -200,13 +118,13 @@ func TestSMTPFaults(t *testing.T) {
 		t.Run(fault, func(t *testing.T) {
 			e := newEnv(t, ch)
 			e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
-			before := len(srv.delivered(t))
-			port := srv.port
+			before := len(srv.Messages(t))
+			port := srv.Port()
 			switch fault {
 			case "refused":
 				port = refusedPort
 			default:
-				srv.set(t, fault)
+				srv.Set(t, fault)
 			}
 			claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
 			if err != nil {
@@ -236,8 +154,8 @@ func TestSMTPFaults(t *testing.T) {
 			if st := e.states(); st["detected"] != 1 {
 				t.Fatalf("after a %s fault the crossing is %v, want detected (to retry)", fault, st)
 			}
-			target = srv.port
-			srv.set(t, "ok")
+			target = srv.Port()
+			srv.Set(t, "ok")
 			// A sweep right away backs off; one after the retry delay sends.
 			if res, err := sw.Sweep(context.Background()); err != nil || res.Sent != 0 {
 				t.Fatalf("retried at once, without backing off: sent %d (%v)", res.Sent, err)
@@ -248,7 +166,7 @@ func TestSMTPFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := len(srv.delivered(t)) - before; got != 1 {
+			if got := len(srv.Messages(t)) - before; got != 1 {
 				t.Fatalf("after recovering from %s: %d messages delivered, want 1", fault, got)
 			}
 			if st := e.states(); st["sent"] != 1 || len(st) != 1 {

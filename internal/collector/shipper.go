@@ -35,9 +35,10 @@ type shipper struct {
 	// same id.
 	replayUntil int64
 
-	sendCh chan job
-	resync chan resync
-	sent   chan struct{} // closed when send() has returned
+	sendCh     chan job
+	resync     chan resync
+	readFailed bool          // the last read failed: do not remember the file as finished
+	sent       chan struct{} // closed when send() has returned
 }
 
 type job struct {
@@ -188,6 +189,7 @@ func (s *shipper) read(ctx context.Context) {
 		case err == io.EOF:
 		default:
 			s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
+			s.readFailed = true
 			s.handOff(b, gen)
 			return
 		}
@@ -382,7 +384,10 @@ func (s *shipper) finish() {
 	defer c.mu.Unlock()
 	delete(c.open, s.id.ID)
 	delete(c.openInode, s.key)
-	if statErr == nil {
+	// A file left after a read error (a gzip still being written) is looked
+	// at again on the next scan: by now it may be complete at the size it
+	// has, and remembering that size would skip it for good.
+	if statErr == nil && !s.readFailed {
 		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), id: s.id.ID}
 	}
 	if c.m != nil {

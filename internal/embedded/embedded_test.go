@@ -45,10 +45,22 @@ func child() int {
 		return 1
 	}
 	if os.Getenv("HC_ONCE") != "" {
-		// Ship what is there, then stop: used to read the final counts.
-		ctx, cancel := context.WithTimeout(ctx, 8*time.Second)
-		defer cancel()
-		c.Run(ctx)
+		// Ship what is there, then stop once the counts hold still: used to
+		// read the final counts, however loaded the machine is.
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		last, still := "", 0
+		for end := time.Now().Add(90 * time.Second); still < 6 && time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+			out, _ := st.Engine().Query(context.Background(), "SELECT count() FROM hitcount.hits", "TSV")
+			if string(out) == last && last != "" {
+				still++
+			} else {
+				last, still = string(out), 0
+			}
+		}
+		cancel()
+		<-done
 		return counts(st)
 	}
 	c.Run(ctx)
