@@ -119,11 +119,29 @@ func (k *KeeperClaims) Healthy() error {
 // as this replica's session does.
 func (k *KeeperClaims) Claim(_ context.Context, key string, _ time.Duration) (Claim, bool, error) {
 	p := path.Join(k.claimsPath(), key)
-	if _, err := k.conn.Create(p, []byte(fmt.Sprintf("session %x", k.conn.SessionID())), zk.FlagEphemeral, k.acl); err != nil {
-		if errors.Is(err, zk.ErrNodeExists) {
+	data := []byte(fmt.Sprintf("session %x", k.conn.SessionID()))
+	if _, err := k.conn.Create(p, data, zk.FlagEphemeral, k.acl); err != nil {
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return Claim{}, false, fmt.Errorf("keeper claim %s: %w", key, err)
+		}
+		// A node of this very session is a claim whose release failed (the
+		// connection dropped while releasing): this process holds no claim
+		// outside a delivery, so it is stale; left alone it would block the
+		// crossing for as long as this replica lives. Anyone else's node is a
+		// live claim.
+		_, st, gerr := k.conn.Get(p)
+		if gerr != nil || st.EphemeralOwner != k.conn.SessionID() {
 			return Claim{}, false, nil
 		}
-		return Claim{}, false, fmt.Errorf("keeper claim %s: %w", key, err)
+		if err := k.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return Claim{}, false, fmt.Errorf("keeper claim %s: drop stale node: %w", key, err)
+		}
+		if _, err := k.conn.Create(p, data, zk.FlagEphemeral, k.acl); err != nil {
+			if errors.Is(err, zk.ErrNodeExists) {
+				return Claim{}, false, nil
+			}
+			return Claim{}, false, fmt.Errorf("keeper claim %s: %w", key, err)
+		}
 	}
 	_, st, err := k.conn.Get(p)
 	if err != nil {
