@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what hitcount's tests and embedded mode need, idempotently:
 #   - Debian packages: the ClickHouse 18.16 server and client, ZooKeeper, an SMTP
-#     server (aiosmtpd), mtail (benchmark baseline), and nginx-light, wrk and
-#     logrotate (the end-to-end test on real traffic);
+#     server (aiosmtpd), mtail (benchmark baseline), nginx-light, wrk and
+#     logrotate (the end-to-end test on real traffic), and for the deploy/ tests
+#     docker-compose (validates the compose file; no Docker engine needed) and
+#     systemd (systemd-analyze verifies the units; nothing is started);
 #   - libchdb.so (the embedded ClickHouse engine) from the npm package
 #     @chdb/lib-linux-x64-gnu, pinned and checksum-verified, unpacked into .cache/.
 # Quick (well under a second) when everything is already there.
@@ -11,7 +13,7 @@ set -euo pipefail
 
 CHDB_VERSION="26.7.3-stable.1"
 CHDB_SHA256="c0d32b129e988f2b9a9a31c9141aecf5e1e2453f9a079efc4d36ab8e3f92b2ad"
-DEB_PACKAGES=(clickhouse-server clickhouse-client zookeeper python3-aiosmtpd mtail nginx-light wrk logrotate)
+DEB_PACKAGES=(clickhouse-server clickhouse-client zookeeper python3-aiosmtpd mtail nginx-light wrk logrotate docker-compose systemd)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${HITCOUNT_CACHE:-$root/.cache}"

@@ -1,0 +1,155 @@
+-- hitcount: ready analytics queries, database hitcount.
+--
+-- Every query runs on ClickHouse 18.16 and newer: no toStartOfInterval, no
+-- WITH FILL, no window functions, no query parameters; and newer ClickHouse
+-- (every joined subquery has an alias). Edit the literals
+-- (site, page, time range) in place. Each query follows a line
+--   -- name: <title>
+-- (tools and deploy/queries_test.go split the file on those lines).
+--
+--   clickhouse-client --user analyst --ask-password --database hitcount --multiquery < queries.sql
+--
+-- Times are DateTime in the server's time zone. The rollups (hits_1m, hits_1d)
+-- are SummingMergeTree: always sum(hits), never count(), since rows of the
+-- same key are merged in the background.
+
+-- name: top pages, last 24 hours
+-- From the per-minute rollup: cheap whatever the traffic.
+SELECT site, path, sum(hits) AS page_hits, sum(bytes) AS page_bytes
+FROM hitcount.hits_1m
+WHERE minute >= now() - INTERVAL 1 DAY
+GROUP BY site, path
+ORDER BY page_hits DESC, site, path
+LIMIT 50;
+
+-- name: hourly series for one page, last 7 days
+-- Every hour of the range, with 0 where there were no hits (18.16 has no
+-- WITH FILL, so the hours come from system.numbers).
+SELECT hour, page_hits, bot_hits
+FROM
+(
+    SELECT toStartOfHour(now()) - number * 3600 AS hour
+    FROM system.numbers
+    LIMIT 168
+) AS hours
+ANY LEFT JOIN
+(
+    SELECT toStartOfHour(minute) AS hour, sum(hits) AS page_hits, sumIf(hits, bot = 1) AS bot_hits
+    FROM hitcount.hits_1m
+    WHERE site = 'www.example.com' AND path = '/pricing'
+      AND minute >= toStartOfHour(now()) - 167 * 3600
+    GROUP BY hour
+) AS series USING hour
+ORDER BY hour;
+
+-- name: status mix per site, last 24 hours
+-- Status classes (2xx, 3xx, 4xx, 5xx) with their share of the site's hits.
+SELECT site, status_class, class_hits, round(100 * class_hits / site_hits, 2) AS pct
+FROM
+(
+    SELECT site, concat(toString(intDiv(status, 100)), 'xx') AS status_class, sum(hits) AS class_hits
+    FROM hitcount.hits_1m
+    WHERE minute >= now() - INTERVAL 1 DAY
+    GROUP BY site, status_class
+) AS classes
+ANY LEFT JOIN
+(
+    SELECT site, sum(hits) AS site_hits
+    FROM hitcount.hits_1m
+    WHERE minute >= now() - INTERVAL 1 DAY
+    GROUP BY site
+) AS totals USING site
+ORDER BY site, status_class;
+
+-- name: bots vs humans, last 24 hours
+-- bot is set at ingest from the user agent (sink.BotPattern).
+SELECT
+    site,
+    sumIf(hits, bot = 0) AS human_hits,
+    sumIf(hits, bot = 1) AS bot_hits,
+    round(100 * bot_hits / (human_hits + bot_hits), 2) AS bot_pct
+FROM hitcount.hits_1m
+WHERE minute >= now() - INTERVAL 1 DAY
+GROUP BY site
+ORDER BY site;
+
+-- name: top referers, last 24 hours
+-- Referring domains other than the site itself, from the raw hits.
+SELECT site, domain(referer) AS referer_domain, count() AS referred_hits, uniq(path) AS pages
+FROM hitcount.hits
+WHERE ts >= now() - INTERVAL 1 DAY
+  AND referer != ''
+  AND domain(referer) != site
+  AND domain(referer) != host
+GROUP BY site, referer_domain
+ORDER BY referred_hits DESC
+LIMIT 50;
+
+-- name: slowest pages, last 24 hours
+-- Needs $request_time in the log format (request_time_us is 0 without it).
+-- Pages with at least 10 timed requests, by average time.
+SELECT
+    site,
+    path,
+    count() AS requests,
+    round(avg(request_time_us) / 1000, 1) AS avg_ms,
+    round(quantile(0.95)(request_time_us) / 1000, 1) AS p95_ms,
+    round(max(request_time_us) / 1000, 1) AS max_ms
+FROM hitcount.hits
+WHERE ts >= now() - INTERVAL 1 DAY
+  AND request_time_us > 0
+GROUP BY site, path
+HAVING requests >= 10
+ORDER BY avg_ms DESC
+LIMIT 50;
+
+-- name: crossings history with current state
+-- Every crossing once, with its latest state (the highest version wins):
+-- detected, claimed, sent or failed.
+SELECT
+    key,
+    argMax(rule, version) AS crossing_rule,
+    argMax(site, version) AS crossing_site,
+    argMax(path, version) AS crossing_path,
+    argMax(window_start, version) AS crossing_window,
+    argMax(threshold, version) AS crossing_threshold,
+    argMax(count, version) AS hits_counted,
+    argMax(state, version) AS current_state,
+    argMax(attempts, version) AS send_attempts,
+    argMax(error, version) AS last_error,
+    min(updated) AS detected_at,
+    max(updated) AS last_change
+FROM hitcount.crossings
+GROUP BY key
+ORDER BY detected_at DESC, key
+LIMIT 100;
+
+-- name: ingest progress per file
+-- How far each log file is shipped (the offset of its last committed line)
+-- and when it was last inserted into; a file whose last insert is old while
+-- the web server writes to it is stuck.
+SELECT site, file, source_id, last_offset, last_insert_at, now() - last_insert_at AS seconds_since_insert
+FROM
+(
+    SELECT site, source_id, maxMerge(max_offset) AS last_offset, maxMerge(last_insert) AS last_insert_at
+    FROM hitcount.ingest_progress
+    GROUP BY site, source_id
+) AS progress
+ANY LEFT JOIN
+(
+    SELECT source_id, argMax(path, seen) AS file
+    FROM hitcount.sources
+    GROUP BY source_id
+) AS files USING source_id
+ORDER BY last_insert_at DESC, site, file;
+
+-- name: rejected lines per site and reason, last 7 days
+-- rejects keeps a sample (up to 100 per batch); the collector's metric
+-- hitcount_collector_lines_rejected_total counts them all. The byte column
+-- is cut from the reason so that the same problem groups together.
+SELECT site, replaceRegexpOne(reason, ' at column [0-9]+$', '') AS problem, count() AS sampled, min(inserted) AS first_seen, max(inserted) AS last_seen, any(line) AS example
+FROM hitcount.rejects
+WHERE inserted >= now() - INTERVAL 7 DAY
+GROUP BY site, problem
+ORDER BY sampled DESC
+LIMIT 50;
