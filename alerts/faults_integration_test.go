@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("HITCOUNT_CHILD_SWEEPER") != "" {
 		os.Exit(childSweeper())
 	}
+	if os.Getenv("HITCOUNT_CHILD_KEEPERMAP") != "" {
+		os.Exit(childKeeperMap())
+	}
 	os.Exit(m.Run())
 }
 

@@ -2,11 +2,17 @@ package alerts
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hitcount/hitcount/internal/chdb"
 )
 
 // KeeperMapSQL is what KeeperMap claims need from a ClickHouse connection:
@@ -108,4 +114,52 @@ func (k *KeeperMapClaims) Release(ctx context.Context, key string, c Claim) erro
 		return fmt.Errorf("keepermap release %s: %w", key, err)
 	}
 	return nil
+}
+
+// EngineSQL runs KeeperMap claims on the embedded engine.
+type EngineSQL struct{ Engine *chdb.Engine }
+
+// Exec implements KeeperMapSQL.
+func (e EngineSQL) Exec(ctx context.Context, q string) error { return e.Engine.Exec(ctx, q) }
+
+// Row implements KeeperMapSQL.
+func (e EngineSQL) Row(ctx context.Context, q string) (string, uint64, uint64, bool, error) {
+	out, err := e.Engine.Query(ctx, q, "TSV")
+	if err != nil {
+		return "", 0, 0, false, err
+	}
+	line := strings.TrimSpace(string(out))
+	if line == "" {
+		return "", 0, 0, false, nil
+	}
+	f := strings.Split(line, "\t")
+	if len(f) != 3 {
+		return "", 0, 0, false, fmt.Errorf("unexpected row %q", line)
+	}
+	token, err1 := strconv.ParseUint(f[1], 10, 64)
+	expires, err2 := strconv.ParseUint(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, false, fmt.Errorf("unexpected row %q", line)
+	}
+	return f[0], token, expires, true, nil
+}
+
+// ConnSQL runs KeeperMap claims on a ClickHouse server (>= 23).
+type ConnSQL struct{ Conn driver.Conn }
+
+// Exec implements KeeperMapSQL.
+func (c ConnSQL) Exec(ctx context.Context, q string) error { return c.Conn.Exec(ctx, q) }
+
+// Row implements KeeperMapSQL.
+func (c ConnSQL) Row(ctx context.Context, q string) (string, uint64, uint64, bool, error) {
+	var owner string
+	var token, expires uint64
+	err := c.Conn.QueryRow(ctx, q).Scan(&owner, &token, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", 0, 0, false, nil
+	}
+	if err != nil {
+		return "", 0, 0, false, err
+	}
+	return owner, token, expires, true, nil
 }

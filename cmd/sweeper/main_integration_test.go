@@ -122,4 +122,12 @@ rules:
 	if code := run(ctx, []string{"-config", other, "-once"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "another sweeper is active") {
 		t.Fatalf("second sweeper: exit %d, stderr %s", code, errb.String())
 	}
+
+	// keepermap claims on an 18.16 server: refused at start, saying why.
+	km := filepath.Join(dir, "km.yaml")
+	os.WriteFile(km, []byte(strings.Replace(string(data), "sweep: {every: 1h, max_crossings: 1}", "sweep: {every: 1h, max_crossings: 1, claims: keepermap}", 1)), 0o644)
+	errb.Reset()
+	if code := run(ctx, []string{"-config", km, "-once"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "keepermap needs ClickHouse >= 23") {
+		t.Fatalf("keepermap on 18.16: exit %d, stderr %s", code, errb.String())
+	}
 }

@@ -31,9 +31,6 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if cfg.ClickHouse == nil {
 		return errors.New("no clickhouse section: the embedded store is not available to the sweeper in this build")
 	}
-	if cfg.Sweep.Claims == "keepermap" {
-		return fmt.Errorf("sweep.claims keepermap is not available in this build; use local or keeper")
-	}
 	ch := cfg.ClickHouse
 	pw, err := ch.Password()
 	if err != nil {
@@ -72,6 +69,16 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 		}
 		defer keeper.Close()
 		claims = keeper
+	case cfg.Sweep.Claims == "keepermap":
+		if v := s.Version(); !v.AtLeast(23, 0) {
+			return fmt.Errorf("%w: the server is %s", alerts.ErrNoKeeperMap, v)
+		}
+		host, _ := os.Hostname()
+		km, err := alerts.OpenKeeperMapClaims(ctx, alerts.ConnSQL{Conn: s.Conn()}, s.Database(), "/hitcount", fmt.Sprintf("%s-%d", host, os.Getpid()), time.Now)
+		if err != nil {
+			return err
+		}
+		claims = km
 	default:
 		local, err := alerts.OpenLocalClaims(cfg.Resolve(cfg.StateDir), time.Now)
 		if err != nil {
@@ -89,7 +96,7 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	stateDir, _ := filepath.Abs(cfg.Resolve(cfg.StateDir))
 	owner := host + ":" + stateDir
 	store := alerts.NewStore(s.Conn(), s.Database())
-	if !m.dryRun && keeper == nil {
+	if !m.dryRun && cfg.Sweep.Claims == "local" {
 		// The lock file stops a second sweeper on this state directory; this
 		// stops one on another machine or directory, against the same tables.
 		since := time.Now().Add(-2*cfg.Sweep.Every.Duration - cfg.Sweep.Lease.Duration)

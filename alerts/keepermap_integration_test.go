@@ -1,0 +1,107 @@
+package alerts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/alerts"
+	"github.com/hitcount/hitcount/internal/chdb"
+	"github.com/hitcount/hitcount/internal/testenv"
+)
+
+// openKeeperMap opens the embedded engine (ClickHouse 26) with a <zookeeper>
+// config and KeeperMap claims in it.
+func openKeeperMap(ctx context.Context, dir, zkAddr, owner string) (*alerts.KeeperMapClaims, *chdb.Engine, error) {
+	host, port, _ := strings.Cut(zkAddr, ":")
+	cfg := filepath.Join(dir, "config.xml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`<clickhouse><zookeeper><node><host>%s</host><port>%s</port></node></zookeeper><keeper_map_path_prefix>/keeper_map_tables</keeper_map_path_prefix></clickhouse>`, host, port)), 0o644)
+	e, err := chdb.Open(ctx, chdb.Options{LibPath: testenv.ChdbLibPath(), DataPath: filepath.Join(dir, "data"), ExtraArgs: []string{"--config-file=" + cfg}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.Exec(ctx, "CREATE DATABASE IF NOT EXISTS hitcount"); err != nil {
+		return nil, nil, err
+	}
+	k, err := alerts.OpenKeeperMapClaims(ctx, alerts.EngineSQL{Engine: e}, "hitcount", "/hitcount", owner, time.Now)
+	return k, e, err
+}
+
+// childKeeperMap claims a key in another process and exits without releasing
+// it: a holder that crashed.
+func childKeeperMap() int {
+	ctx := context.Background()
+	k, e, err := openKeeperMap(ctx, os.Getenv("HC_DIR"), os.Getenv("HC_ZK"), "child")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer e.Close()
+	c, ok, err := k.Claim(ctx, os.Getenv("HC_KEY"), 3*time.Second)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("%v %d\n", ok, c.Token)
+	return 0
+}
+
+// KeeperMap claims between two processes sharing a real ZooKeeper: a held key
+// cannot be claimed; a crashed holder's claim is taken over after its lease;
+// its fencing token is then invalid.
+func TestKeeperMapClaims(t *testing.T) {
+	testenv.RequireChdb(t)
+	zk := testenv.ZooKeeper(t)
+	ctx := context.Background()
+	child := func(key string) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_KEEPERMAP=1", "HC_DIR="+t.TempDir(), "HC_ZK="+zk.Addr(), "HC_KEY="+key)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// The child claims k1 with a 3 s lease and dies holding it.
+	got := child("k1")
+	if !strings.HasPrefix(got, "true ") {
+		t.Fatalf("child claim: %q", got)
+	}
+	var childToken uint64
+	fmt.Sscan(strings.TrimPrefix(got, "true "), &childToken)
+	k, e, err := openKeeperMap(ctx, t.TempDir(), zk.Addr(), "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, ok, err := k.Claim(ctx, "k1", time.Minute); err != nil || ok {
+		t.Fatalf("claimed a key held under a live lease: %v %v", ok, err)
+	}
+	time.Sleep(3500 * time.Millisecond) // the child's lease runs out
+	c, ok, err := k.Claim(ctx, "k1", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("no takeover after the lease: %v %v", ok, err)
+	}
+	if v, _ := k.Valid(ctx, "k1", c); !v {
+		t.Fatal("the new claim is not valid")
+	}
+	if v, _ := k.Valid(ctx, "k1", alerts.Claim{Token: childToken, Expires: time.Now().Add(time.Hour)}); v {
+		t.Fatal("the dead holder's fencing token is still valid")
+	}
+	// Held by the parent: the child cannot take it.
+	if got := child("k1"); !strings.HasPrefix(got, "false") {
+		t.Fatalf("a second process claimed a held key: %q", got)
+	}
+	if err := k.Release(ctx, "k1", c); err != nil {
+		t.Fatal(err)
+	}
+	if got := child("k1"); !strings.HasPrefix(got, "true") {
+		t.Fatalf("a released key could not be claimed: %q", got)
+	}
+}
