@@ -34,37 +34,48 @@ func child() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := collector.New(st, collector.Options{
-		Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: "combined"}},
-		BatchRows: 2000, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
-		StateDir: os.Getenv("HC_STATE"),
-		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if os.Getenv("HC_ONCE") != "" {
-		// Ship what is there, then stop once the counts hold still: used to
-		// read the final counts, however loaded the machine is.
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { c.Run(ctx); close(done) }()
-		last, still := "", 0
-		for end := time.Now().Add(90 * time.Second); still < 6 && time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-			out, _ := st.Engine().Query(context.Background(), "SELECT count() FROM hitcount.hits", "TSV")
-			if string(out) == last && last != "" {
-				still++
-			} else {
-				last, still = string(out), 0
-			}
+	run := func(ctx context.Context) error {
+		c, err := collector.New(st, collector.Options{
+			Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: "combined"}},
+			BatchRows: 2000, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
+			StateDir: os.Getenv("HC_STATE"),
+			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			return err
 		}
-		cancel()
-		<-done
-		return counts(st)
+		return c.Run(ctx)
 	}
-	c.Run(ctx)
-	return 0
+	if os.Getenv("HC_ONCE") == "" {
+		if err := run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	// Ship what is there, then stop once a run adds nothing: used to read the
+	// final counts however loaded the machine is. The engine is only queried
+	// between runs, never while the collector inserts.
+	last := ""
+	for i := 0; i < 40; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := run(rctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		out, err := st.Engine().Query(ctx, "SELECT count() FROM hitcount.hits", "TSV")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if string(out) == last {
+			break
+		}
+		last = string(out)
+	}
+	return counts(st)
 }
 
 func counts(st *embedded.Store) int {
