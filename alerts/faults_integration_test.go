@@ -12,7 +12,6 @@ import (
 
 	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/testenv"
-	"github.com/hitcount/hitcount/sink"
 )
 
 // Child mode: a sweeper process that crashes (exit 3) at a chosen step.
@@ -28,11 +27,13 @@ func TestMain(m *testing.M) {
 
 func childSweeper() int {
 	ctx := context.Background()
-	s, err := sink.Open(ctx, sink.Options{Addr: []string{os.Getenv("HC_ADDR")}, Database: os.Getenv("HC_DB")})
+	d := testenv.DatabaseFromEnv()
+	s, err := d.OpenStore(ctx, 10*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer s.Close()
 	port, _ := strconv.Atoi(os.Getenv("HC_SMTP_PORT"))
 	claims, err := alerts.OpenLocalClaims(os.Getenv("HC_STATE"), time.Now)
 	if err != nil {
@@ -45,7 +46,7 @@ func childSweeper() int {
 		return 1
 	}
 	crashAt := os.Getenv("HC_CRASH_AT")
-	sw := alerts.NewSweeper(alerts.NewStore(s.Conn(), os.Getenv("HC_DB")), rules, claims,
+	sw := alerts.NewSweeper(alerts.NewStore(s, d.Name), rules, claims,
 		alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: port, TLS: "none", Timeout: 5 * time.Second}),
 		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "child", Fault: func(step string) {
 			if step == crashAt {
@@ -63,17 +64,29 @@ func childSweeper() int {
 // exactly once, except a crash after the SMTP server accepted, which delivers
 // it twice with the same Message-ID; the state table ends with all sent.
 func TestCrashAtEachStepThenRestart(t *testing.T) {
-	ch := testenv.ClickHouse(t)
+	testenv.EachBackend(t, testCrashAtEachStepThenRestart)
+}
+
+func testCrashAtEachStepThenRestart(t *testing.T, d *testenv.Database) {
 	smtp := testenv.SMTP(t)
 	for _, step := range []string{"recorded", "claimed", "sent", "marked"} {
 		t.Run(step, func(t *testing.T) {
-			e := newEnv(t, ch)
+			d := *d
+			if d.Backend == "embedded" {
+				d.Data = t.TempDir()
+			} else {
+				d = *testenv.ServerDatabase(d.Server)
+			}
+			e := newEnv(t, &d)
 			e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
+			// The sweeper runs in child processes; the embedded engine's
+			// directory is open in one process at a time.
+			e.store.Close()
 			before := len(smtp.Messages(t))
 			state := t.TempDir()
 			run := func(crashAt string) int {
 				cmd := exec.Command(os.Args[0], "-test.run=^$")
-				cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_SWEEPER=1", "HC_ADDR="+ch.Addr(), "HC_DB="+e.db,
+				cmd.Env = append(append(os.Environ(), d.Env()...), "HITCOUNT_CHILD_SWEEPER=1",
 					"HC_SMTP_PORT="+strconv.Itoa(smtp.Port()), "HC_STATE="+state, "HC_CRASH_AT="+crashAt)
 				out, _ := cmd.CombinedOutput()
 				if len(out) > 0 {
@@ -101,6 +114,7 @@ func TestCrashAtEachStepThenRestart(t *testing.T) {
 			if msgs[0].Header.Get("Message-Id") != msgs[len(msgs)-1].Header.Get("Message-Id") {
 				t.Fatal("the re-sent message has another Message-ID")
 			}
+			e.store = d.Open(t)
 			if st := e.states(); st["sent"] != 1 || len(st) != 1 {
 				t.Fatalf("state table %v, want the crossing sent", st)
 			}
@@ -119,7 +133,7 @@ func TestSMTPFaults(t *testing.T) {
 	refused.Close()
 	for _, fault := range []string{"refused", "hang", "451", "550"} {
 		t.Run(fault, func(t *testing.T) {
-			e := newEnv(t, ch)
+			e := newEnv(t, testenv.ServerDatabase(ch))
 			e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
 			before := len(srv.Messages(t))
 			port := srv.Port()
@@ -139,7 +153,7 @@ func TestSMTPFaults(t *testing.T) {
 				return alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: target, TLS: "none", Timeout: 2 * time.Second}).Send(ctx, m)
 			})
 			clock := time.Now()
-			sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), mustCompile(t, rulesYAML), claims, sender,
+			sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), mustCompile(t, rulesYAML), claims, sender,
 				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", Now: func() time.Time { return clock }})
 			res, err := sw.Sweep(context.Background())
 			if err != nil {
@@ -192,14 +206,14 @@ func mustCompile(t *testing.T, yaml string) []*alerts.Rule {
 func TestStartTLSMandatoryByDefault(t *testing.T) {
 	ch := testenv.ClickHouse(t)
 	plain := testenv.SMTP(t) // offers no STARTTLS
-	e := newEnv(t, ch)
+	e := newEnv(t, testenv.ServerDatabase(ch))
 	e.hits("www.example.com", "/pricing", 120, time.Now(), "Mozilla/5.0")
 	claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer claims.Close()
-	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), mustCompile(t, rulesYAML), claims,
+	sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), mustCompile(t, rulesYAML), claims,
 		alerts.NewSMTP(alerts.SMTPOptions{Host: plain.Host(), Port: plain.Port(), TLS: "starttls", Timeout: 5 * time.Second}),
 		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
 	res, err := sw.Sweep(context.Background())

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // States a crossing goes through. Every change is a new row in the
@@ -34,14 +33,26 @@ type Row struct {
 	Updated    time.Time // when this version was written (by the sweeper's clock)
 }
 
-// Store reads rollups and keeps crossing state in ClickHouse.
-type Store struct {
-	conn driver.Conn
-	db   string
+// DB is what the store needs of ClickHouse, a server (sink.Sink) or the
+// embedded engine (embedded.Store): queries with ? parameters, read row by
+// row, and inserts of whole blocks into the store's database.
+type DB interface {
+	// Select runs q and calls fn for each row; scan fills fn's destinations
+	// (*string, *uint64, *uint32, *time.Time, ...).
+	Select(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error
+	// InsertRows inserts rows (values in the order of columns) into table
+	// (database.table) as one block.
+	InsertRows(ctx context.Context, table, columns string, rows [][]any) error
 }
 
-// NewStore uses the tables of database db.
-func NewStore(conn driver.Conn, db string) *Store { return &Store{conn: conn, db: db} }
+// Store reads rollups and keeps crossing state in ClickHouse.
+type Store struct {
+	db     DB
+	dbName string
+}
+
+// NewStore uses the tables of database name in db.
+func NewStore(db DB, name string) *Store { return &Store{db: db, dbName: name} }
 
 // Touch is a page that got hits in a minute.
 type Touch struct {
@@ -52,21 +63,20 @@ type Touch struct {
 // Touched lists the (page, minute) pairs ingested in [lo, hi]: what a sweep
 // must look at. Its cost follows the pages touched, not the hits stored.
 func (s *Store) Touched(ctx context.Context, lo, hi time.Time) ([]Touch, error) {
-	rows, err := s.conn.Query(ctx, "SELECT site, path, minute FROM "+s.db+".hits_touched WHERE ingested >= toDateTime(?) AND ingested <= toDateTime(?) GROUP BY site, path, minute",
-		lo.Unix(), hi.Unix())
+	var out []Touch
+	err := s.db.Select(ctx, "SELECT site, path, minute FROM "+s.dbName+".hits_touched WHERE ingested >= toDateTime(?) AND ingested <= toDateTime(?) GROUP BY site, path, minute",
+		[]any{lo.Unix(), hi.Unix()}, func(scan func(...any) error) error {
+			var t Touch
+			if err := scan(&t.Site, &t.Path, &t.Minute); err != nil {
+				return err
+			}
+			out = append(out, t)
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read touched pages: %w", err)
 	}
-	defer rows.Close()
-	var out []Touch
-	for rows.Next() {
-		var t Touch
-		if err := rows.Scan(&t.Site, &t.Path, &t.Minute); err != nil {
-			return nil, fmt.Errorf("read touched pages: %w", err)
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // inSet binds strings as a tuple for IN (a []string would bind as an array).
@@ -110,26 +120,25 @@ func (s *Store) Counts(ctx context.Context, r *Rule, site string, paths []string
 	// cost follows the touched pages, not everything stored for the site.
 	args := []any{site, inSet(paths)}
 	if r.Window.Size > 0 {
-		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
+		q = "SELECT path, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
 		args = append(args, from.Unix(), to.Unix())
 	} else {
-		q = "SELECT path, sum(hits) FROM " + s.db + ".hits_1d WHERE site = ? AND path IN ?" + f + " GROUP BY path"
+		q = "SELECT path, sum(hits) FROM " + s.dbName + ".hits_1d WHERE site = ? AND path IN ?" + f + " GROUP BY path"
 	}
-	rows, err := s.conn.Query(ctx, q, append(args, fargs...)...)
+	out := map[string]int64{}
+	err := s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+		var p string
+		var n uint64
+		if err := scan(&p, &n); err != nil {
+			return err
+		}
+		out[p] = int64(n)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count hits for rule %s: %w", r.Name, err)
 	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var p string
-		var n uint64
-		if err := rows.Scan(&p, &n); err != nil {
-			return nil, fmt.Errorf("count hits for rule %s: %w", r.Name, err)
-		}
-		out[p] = int64(n)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Point is one interval of a page's series.
@@ -142,24 +151,23 @@ type Point struct {
 func (s *Store) Series(ctx context.Context, r *Rule, site, path string, from, to time.Time, step time.Duration) ([]Point, error) {
 	f, fargs := filters(r)
 	stepS := int64(step / time.Second)
-	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, sum(hits) FROM " + s.db + ".hits_1m WHERE site = ? AND path = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
+	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ? AND path = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
 	args := append([]any{from.Unix(), stepS, stepS, from.Unix(), site, path, from.Unix(), to.Unix()}, fargs...)
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read series of %s: %w", path, err)
-	}
-	defer rows.Close()
 	var out []Point
-	for rows.Next() {
+	err := s.db.Select(ctx, q, args, func(scan func(...any) error) error {
 		var p Point
 		var n uint64
-		if err := rows.Scan(&p.Time, &n); err != nil {
-			return nil, fmt.Errorf("read series of %s: %w", path, err)
+		if err := scan(&p.Time, &n); err != nil {
+			return err
 		}
 		p.Hits = int64(n)
 		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read series of %s: %w", path, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 const rowColumns = "key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated"
@@ -169,18 +177,12 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".crossings ("+rowColumns+")")
-	if err != nil {
-		return fmt.Errorf("write crossings: %w", err)
+	vals := make([][]any, len(rows))
+	for i, r := range rows {
+		vals[i] = []any{r.Key(), r.Rule, r.Site, r.Path, r.WindowStart, uint64(r.Threshold), uint64(r.Count), r.State,
+			r.Version, r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated}
 	}
-	for _, r := range rows {
-		if err := b.Append(r.Key(), r.Rule, r.Site, r.Path, r.WindowStart, uint64(r.Threshold), uint64(r.Count), r.State,
-			r.Version, r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated); err != nil {
-			b.Abort()
-			return fmt.Errorf("write crossings: %w", err)
-		}
-	}
-	if err := b.Send(); err != nil {
+	if err := s.db.InsertRows(ctx, s.dbName+".crossings", rowColumns, vals); err != nil {
 		return fmt.Errorf("write crossings: %w", err)
 	}
 	return nil
@@ -191,25 +193,24 @@ const latestColumns = `key, argMax(rule, version), argMax(site, version), argMax
 	argMax(fencing, version), argMax(attempts, version), argMax(message_id, version), argMax(error, version), argMax(updated, version)`
 
 func (s *Store) latest(ctx context.Context, where, having string, args ...any) ([]Row, error) {
-	q := "SELECT " + latestColumns + " FROM " + s.db + ".crossings" + where + " GROUP BY key" + having + " ORDER BY max(version)"
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read crossings: %w", err)
-	}
-	defer rows.Close()
+	q := "SELECT " + latestColumns + " FROM " + s.dbName + ".crossings" + where + " GROUP BY key" + having + " ORDER BY max(version)"
 	var out []Row
-	for rows.Next() {
+	err := s.db.Select(ctx, q, args, func(scan func(...any) error) error {
 		var r Row
 		var key string
 		var threshold, count uint64
-		if err := rows.Scan(&key, &r.Rule, &r.Site, &r.Path, &r.WindowStart, &threshold, &count, &r.State, &r.Version,
+		if err := scan(&key, &r.Rule, &r.Site, &r.Path, &r.WindowStart, &threshold, &count, &r.State, &r.Version,
 			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error, &r.Updated); err != nil {
-			return nil, fmt.Errorf("read crossings: %w", err)
+			return err
 		}
 		r.Subject, r.Threshold, r.Count = r.Site+r.Path, int64(threshold), int64(count)
 		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read crossings: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Latest returns the current state of the given crossings, by key.
@@ -238,7 +239,9 @@ func (s *Store) Pending(ctx context.Context) ([]Row, error) {
 func (s *Store) Watermark(ctx context.Context) (time.Time, bool, error) {
 	var n uint64
 	var wm time.Time
-	if err := s.conn.QueryRow(ctx, "SELECT count(), max(watermark) FROM "+s.db+".sweeps").Scan(&n, &wm); err != nil {
+	if err := s.db.Select(ctx, "SELECT count(), max(watermark) FROM "+s.dbName+".sweeps", nil, func(scan func(...any) error) error {
+		return scan(&n, &wm)
+	}); err != nil {
 		return time.Time{}, false, fmt.Errorf("read watermark: %w", err)
 	}
 	return wm, n > 0, nil
@@ -246,15 +249,8 @@ func (s *Store) Watermark(ctx context.Context) (time.Time, bool, error) {
 
 // Finish records a sweep.
 func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, crossings, sent int) error {
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".sweeps (finished, watermark, owner, crossings, sent)")
-	if err != nil {
-		return fmt.Errorf("record sweep: %w", err)
-	}
-	if err := b.Append(time.Now(), watermark, owner, uint32(crossings), uint32(sent)); err != nil {
-		b.Abort()
-		return fmt.Errorf("record sweep: %w", err)
-	}
-	if err := b.Send(); err != nil {
+	row := []any{time.Now(), watermark, owner, uint32(crossings), uint32(sent)}
+	if err := s.db.InsertRows(ctx, s.dbName+".sweeps", "finished, watermark, owner, crossings, sent", [][]any{row}); err != nil {
 		return fmt.Errorf("record sweep: %w", err)
 	}
 	return nil
@@ -264,19 +260,19 @@ func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, c
 // this database since t: how a local-claims sweeper notices a second one
 // running elsewhere against the same state.
 func (s *Store) OtherSweepers(ctx context.Context, owner string, since time.Time) ([]string, error) {
-	rows, err := s.conn.Query(ctx, "SELECT owner, max(finished) FROM "+s.db+".sweeps WHERE finished >= toDateTime(?) AND owner != ? GROUP BY owner", since.Unix(), owner)
+	var out []string
+	err := s.db.Select(ctx, "SELECT owner, max(finished) FROM "+s.dbName+".sweeps WHERE finished >= toDateTime(?) AND owner != ? GROUP BY owner",
+		[]any{since.Unix(), owner}, func(scan func(...any) error) error {
+			var o string
+			var at time.Time
+			if err := scan(&o, &at); err != nil {
+				return err
+			}
+			out = append(out, fmt.Sprintf("%s (last sweep %s)", o, at.UTC().Format(time.RFC3339)))
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read recent sweepers: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var o string
-		var at time.Time
-		if err := rows.Scan(&o, &at); err != nil {
-			return nil, fmt.Errorf("read recent sweepers: %w", err)
-		}
-		out = append(out, fmt.Sprintf("%s (last sweep %s)", o, at.UTC().Format(time.RFC3339)))
-	}
-	return out, rows.Err()
+	return out, nil
 }

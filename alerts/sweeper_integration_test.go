@@ -3,7 +3,6 @@ package alerts_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,27 +16,18 @@ import (
 	"github.com/hitcount/hitcount/sink"
 )
 
-// env is a fresh database with hits, on a real ClickHouse 18.16 server.
+// env is a fresh database with hits, on a real ClickHouse 18.16 server or
+// the embedded engine.
 type env struct {
-	t    *testing.T
-	sink *sink.Sink
-	db   string
-	next int64
+	t     *testing.T
+	store testenv.Store
+	db    string
+	next  int64
 }
 
-func newEnv(t *testing.T, ch *testenv.ClickHouseServer) *env {
+func newEnv(t *testing.T, d *testenv.Database) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := fmt.Sprintf("s%d", rand.Uint32())
-	s, err := sink.Open(ctx, sink.Options{Addr: []string{ch.Addr()}, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, sink: s, db: db}
+	return &env{t: t, store: d.Open(t), db: d.Name}
 }
 
 // hits inserts n hits on a page at time at, as the collector would.
@@ -50,7 +40,7 @@ func (e *env) hits(site, path string, n int, at time.Time, ua string) {
 		b.Add(&h, e.next, e.next+100)
 		e.next += 100
 	}
-	if err := e.sink.Insert(context.Background(), b); err != nil {
+	if err := e.store.Insert(context.Background(), b); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -74,17 +64,19 @@ func compileRules(yaml string) ([]*alerts.Rule, error) {
 
 func (e *env) states() map[string]int {
 	e.t.Helper()
-	rows, err := e.sink.Conn().Query(context.Background(), "SELECT st, count() FROM (SELECT key, argMax(state, version) AS st FROM "+e.db+".crossings GROUP BY key) GROUP BY st")
+	out := map[string]int{}
+	err := e.store.Select(context.Background(), "SELECT st, count() FROM (SELECT key, argMax(state, version) AS st FROM "+e.db+".crossings GROUP BY key) GROUP BY st", nil,
+		func(scan func(...any) error) error {
+			var st string
+			var n uint64
+			if err := scan(&st, &n); err != nil {
+				return err
+			}
+			out[st] = int(n)
+			return nil
+		})
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var st string
-		var n uint64
-		rows.Scan(&st, &n)
-		out[st] = int(n)
 	}
 	return out
 }
@@ -109,9 +101,12 @@ rules:
 // sweeping again sends nothing new; late hits produce the crossing of the
 // window they belong to; the state table agrees with the mailbox.
 func TestSweepSendsEachCrossingOnce(t *testing.T) {
-	ch := testenv.ClickHouse(t)
+	testenv.EachBackend(t, testSweepSendsEachCrossingOnce)
+}
+
+func testSweepSendsEachCrossingOnce(t *testing.T, d *testenv.Database) {
 	smtp := testenv.SMTP(t)
-	e := newEnv(t, ch)
+	e := newEnv(t, d)
 	now := time.Now().Truncate(time.Minute)
 	e.hits("www.example.com", "/pricing", 120, now, "Mozilla/5.0")                        // crosses 100 in this hour
 	e.hits("www.example.com", "/blog/a\r\nBcc: evil@example.com", 60, now, "Mozilla/5.0") // crosses 10 and 50; a hostile path
@@ -125,7 +120,7 @@ func TestSweepSendsEachCrossingOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer claims.Close()
-	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, sender,
+	sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), e.rules(rulesYAML), claims, sender,
 		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
 	res, err := sw.Sweep(context.Background())
 	if err != nil {
@@ -163,8 +158,11 @@ func TestSweepSendsEachCrossingOnce(t *testing.T) {
 // The outbox transport writes one .eml per crossing; a second local sweeper on
 // the same state directory is refused.
 func TestOutboxAndSecondSweeperRefused(t *testing.T) {
-	ch := testenv.ClickHouse(t)
-	e := newEnv(t, ch)
+	testenv.EachBackend(t, testOutboxAndSecondSweeperRefused)
+}
+
+func testOutboxAndSecondSweeperRefused(t *testing.T, d *testenv.Database) {
+	e := newEnv(t, d)
 	e.hits("www.example.com", "/pricing", 101, time.Now(), "Mozilla/5.0")
 	state := t.TempDir()
 	claims, err := alerts.OpenLocalClaims(state, time.Now)
@@ -176,7 +174,7 @@ func TestOutboxAndSecondSweeperRefused(t *testing.T) {
 		t.Fatalf("second sweeper: err = %v, want refusal", err)
 	}
 	outbox := t.TempDir()
-	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, alerts.Outbox{Dir: outbox},
+	sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), e.rules(rulesYAML), claims, alerts.Outbox{Dir: outbox},
 		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test"})
 	if _, err := sw.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -195,8 +193,11 @@ func TestOutboxAndSecondSweeperRefused(t *testing.T) {
 // message, with page text escaped in its HTML part; each crossing is marked
 // sent once.
 func TestDigest(t *testing.T) {
-	ch := testenv.ClickHouse(t)
-	e := newEnv(t, ch)
+	testenv.EachBackend(t, testDigest)
+}
+
+func testDigest(t *testing.T, d *testenv.Database) {
+	e := newEnv(t, d)
 	now := time.Now()
 	for i := range 12 {
 		e.hits("www.example.com", fmt.Sprintf("/blog/post-%d<script>", i), 11, now, "Mozilla/5.0")
@@ -208,7 +209,7 @@ func TestDigest(t *testing.T) {
 	defer claims.Close()
 	var got []*alerts.Message
 	sender := alerts.SenderFunc(func(_ context.Context, m *alerts.Message) (bool, error) { got = append(got, m); return false, nil })
-	sw := alerts.NewSweeper(alerts.NewStore(e.sink.Conn(), e.db), e.rules(rulesYAML), claims, sender,
+	sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), e.rules(rulesYAML), claims, sender,
 		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", DigestAfter: 10})
 	res, err := sw.Sweep(context.Background())
 	if err != nil {

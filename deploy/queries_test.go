@@ -190,7 +190,7 @@ func insertFixture(t *testing.T, ctx context.Context, s *sink.Sink) fixture {
 		}
 	}
 
-	store := alerts.NewStore(s.Conn(), s.Database())
+	store := alerts.NewStore(s, s.Database())
 	c := alerts.Crossing{Rule: "pricing-hot", Subject: site + "/pricing", WindowStart: time.Unix(ts, 0).Truncate(time.Hour), Threshold: 30}
 	f.crossing = c.Key()
 	now := time.Now().Truncate(time.Second)
@@ -462,7 +462,7 @@ func checkUsers18(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServ
 	an := open("analyst")
 	checkQueries(t, func(sql string) (result, error) { return queryAll(ctx, an.Conn(), sql) }, f, true)
 	denied(an.Conn(), "analyst", "CREATE TABLE hitcount.mine (x UInt8) ENGINE = Log")
-	if err := alerts.NewStore(an.Conn(), "hitcount").Finish(ctx, time.Now(), "analyst", 0, 0); err == nil {
+	if err := alerts.NewStore(an, "hitcount").Finish(ctx, time.Now(), "analyst", 0, 0); err == nil {
 		t.Error("analyst may insert into hitcount.sweeps; want it refused (readonly)")
 	}
 
@@ -496,7 +496,7 @@ func checkUsers18(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServ
 	if err := sw.Migrate(ctx); err != nil {
 		t.Errorf("sweeper: schema at start: %v", err)
 	}
-	store := alerts.NewStore(sw.Conn(), "hitcount")
+	store := alerts.NewStore(sw, "hitcount")
 	now := time.Now()
 	if _, err := store.Touched(ctx, now.Add(-time.Hour), now); err != nil {
 		t.Errorf("sweeper: %v", err)

@@ -70,7 +70,7 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := alerts.NewStore(s.Conn(), "sweepbench")
+	st := alerts.NewStore(s, "sweepbench")
 	const pages, touched = 5000, 50
 	measure := func(stored int) time.Duration {
 		// Stored history is not "touched": clear the touch log, set the watermark.

@@ -95,7 +95,7 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	host, _ := os.Hostname()
 	stateDir, _ := filepath.Abs(cfg.Resolve(cfg.StateDir))
 	owner := host + ":" + stateDir
-	store := alerts.NewStore(s.Conn(), s.Database())
+	store := alerts.NewStore(s, s.Database())
 	if !m.dryRun && cfg.Sweep.Claims == "local" {
 		// The lock file stops a second sweeper on this state directory; this
 		// stops one on another machine or directory, against the same tables.

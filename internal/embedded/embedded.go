@@ -53,6 +53,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{e: e, db: o.Database}
+	// DateTime text is read and written as UTC (see scanTSV), and the daily
+	// rollup's days are UTC days, as on a server configured as deploy/ says.
+	if err := e.Exec(ctx, "SET session_timezone = 'UTC'"); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("embedded store: %w", err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -159,7 +165,10 @@ func (s *Store) RecordSource(ctx context.Context, site string, id uint64, path s
 }
 
 var tsvEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
-var tsvUnescaper = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r")
+
+// tsvUnescaper undoes every escape the engine writes in TSV output.
+var tsvUnescaper = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r", `\'`, "'", `\0`, "\x00",
+	`\b`, "\b", `\f`, "\f", `\a`, "\a", `\v`, "\v")
 
 func escapeTSV(s string) string   { return tsvEscaper.Replace(s) }
 func unescapeTSV(s string) string { return tsvUnescaper.Replace(s) }
@@ -167,3 +176,6 @@ func unescapeTSV(s string) string { return tsvUnescaper.Replace(s) }
 // Deduplicates is true: the engine takes insert_deduplication_token, and the
 // tables keep a deduplication window.
 func (s *Store) Deduplicates() bool { return true }
+
+// Database is the database holding the tables.
+func (s *Store) Database() string { return s.db }
