@@ -82,6 +82,10 @@ type TLS struct {
 type Embedded struct {
 	// Path is the chDB data directory [./data].
 	Path string `yaml:"path"`
+	// Library is libchdb.so; relative to the config file. Empty: the
+	// environment variable HITCOUNT_CHDB_LIB, then the places the backend
+	// package lists (the repository's .cache, /usr/local/lib, /usr/lib).
+	Library string `yaml:"library"`
 }
 
 // Source is a log to ship.

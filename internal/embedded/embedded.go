@@ -72,16 +72,25 @@ func (s *Store) Close() error { return s.e.Close() }
 // Engine is the engine, for queries by other components of the same process.
 func (s *Store) Engine() *chdb.Engine { return s.e }
 
-func (s *Store) migrate(ctx context.Context) error {
+// Version is the engine's ClickHouse version.
+func (s *Store) Version(ctx context.Context) (sink.Version, error) {
+	var v sink.Version
 	out, err := s.e.Query(ctx, "SELECT version()", "TSV")
 	if err != nil {
-		return fmt.Errorf("embedded store: version: %w", err)
+		return v, fmt.Errorf("embedded store: version: %w", err)
 	}
-	var v sink.Version
 	parts := strings.SplitN(strings.TrimSpace(string(out)), ".", 3)
 	v.Major, _ = strconv.ParseUint(parts[0], 10, 64)
 	if len(parts) > 1 {
 		v.Minor, _ = strconv.ParseUint(parts[1], 10, 64)
+	}
+	return v, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	v, err := s.Version(ctx)
+	if err != nil {
+		return err
 	}
 	for _, stmt := range sink.Schema(s.db, v) {
 		if err := s.e.Exec(ctx, stmt); err != nil {

@@ -1,0 +1,146 @@
+// Package backend opens the store a configuration names: a ClickHouse server
+// (the clickhouse section) or the embedded engine (embedded.path, standalone
+// mode). Both hold the same schema and answer the same queries, so the
+// collector, the sweeper and the query command do not care which it is.
+package backend
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hitcount/hitcount/alerts"
+	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/chdb"
+	"github.com/hitcount/hitcount/internal/embedded"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Store is what every command asks of a backend: the collector's inserts and
+// progress, and the queries and writes of the sweeper and the query command.
+type Store interface {
+	Insert(ctx context.Context, b *sink.Batch) error
+	Settle(ctx context.Context, source uint64) (int64, bool, error)
+	Committed(ctx context.Context) (sink.Progress, error)
+	RecordSource(ctx context.Context, site string, id uint64, path string) error
+	Deduplicates() bool
+	alerts.DB
+	Database() string
+	Close() error
+}
+
+// Backend is an open store and what else differs between the two kinds.
+type Backend struct {
+	Store
+	// Embedded is true on the embedded engine.
+	Embedded bool
+	// Version is the engine's ClickHouse version.
+	Version sink.Version
+	// KeeperMap runs KeeperMap claims on this store.
+	KeeperMap alerts.KeeperMapSQL
+	// Server is the server connection (nil on the embedded engine).
+	Server *sink.Sink
+	// Engine is the embedded engine (nil on a server).
+	Engine *chdb.Engine
+	// Where says what was opened, for logs.
+	Where string
+}
+
+// Open opens the configured store and brings its schema up to date. A
+// server that is not up yet is retried until ctx ends.
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, error) {
+	if cfg.ClickHouse == nil {
+		lib, err := LibraryPath(cfg)
+		if err != nil {
+			return nil, err
+		}
+		path := cfg.Resolve(cfg.Embedded.Path)
+		st, err := embedded.Open(ctx, embedded.Options{LibPath: lib, DataPath: path, Database: "hitcount"})
+		if errors.Is(err, chdb.ErrDataDirLocked) {
+			return nil, fmt.Errorf("embedded.path %s: %w: the embedded engine serves one process per directory; stop the other hitcount process, or run the collector and sweeper together with `hitcount run`", path, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("embedded.path %s: %w", path, err)
+		}
+		e := st.Engine()
+		v, _ := st.Version(ctx)
+		return &Backend{Store: st, Embedded: true, Version: v, KeeperMap: alerts.EngineSQL{Engine: e}, Engine: e,
+			Where: "embedded engine at " + e.DataPath()}, nil
+	}
+	opts, err := ServerOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sink.Connect(ctx, opts, func(err error, wait time.Duration) {
+		log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &Backend{Store: s, Version: s.Version(), KeeperMap: alerts.ConnSQL{Conn: s.Conn()}, Server: s,
+		Where: fmt.Sprintf("clickhouse %s at %v", s.Version(), opts.Addr)}, nil
+}
+
+// LibraryPath finds libchdb.so: embedded.library, $HITCOUNT_CHDB_LIB, the
+// repository's .cache next to the binary (scripts/setup.sh puts it there),
+// /usr/local/lib, /usr/lib. The first that exists wins; if none does, the
+// error says where it looked and how to get it.
+func LibraryPath(cfg *config.Config) (string, error) {
+	if cfg.Embedded.Library != "" {
+		return cfg.Resolve(cfg.Embedded.Library), nil // a missing file is chdb.ErrLibraryMissing, with the path
+	}
+	if p := os.Getenv("HITCOUNT_CHDB_LIB"); p != "" {
+		return p, nil
+	}
+	var places []string
+	if exe, err := os.Executable(); err == nil {
+		places = append(places, filepath.Join(filepath.Dir(exe), "..", ".cache", "chdb", "current", "libchdb.so"))
+	}
+	places = append(places, "/usr/local/lib/libchdb.so", "/usr/lib/libchdb.so")
+	for _, p := range places {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w in %v: run scripts/setup.sh --embedded-only, set embedded.library or HITCOUNT_CHDB_LIB, or configure a clickhouse server", chdb.ErrLibraryMissing, places)
+}
+
+// ServerOptions are the connection options of the clickhouse section, with
+// the password read from where it says.
+func ServerOptions(cfg *config.Config) (sink.Options, error) {
+	ch := cfg.ClickHouse
+	pw, err := ch.Password()
+	if err != nil {
+		return sink.Options{}, err
+	}
+	o := sink.Options{
+		Addr: ch.Addr, Database: ch.Database, Username: ch.Username, Password: pw.Reveal(),
+		Compression: ch.Compression, DialTimeout: ch.DialTimeout.Duration, InsertTimeout: ch.InsertTimeout.Duration,
+	}
+	if ch.TLS.Enabled {
+		t := &tls.Config{ServerName: ch.TLS.ServerName, InsecureSkipVerify: ch.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+		if ch.TLS.CAFile != "" {
+			pem, err := os.ReadFile(cfg.Resolve(ch.TLS.CAFile))
+			if err != nil {
+				return o, fmt.Errorf("clickhouse.tls.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return o, fmt.Errorf("clickhouse.tls.ca_file %s: no certificate in it", ch.TLS.CAFile)
+			}
+			t.RootCAs = pool
+		}
+		o.TLS = t
+	}
+	return o, nil
+}

@@ -1,0 +1,113 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Result is a query's answer as text, for people: column names and types,
+// and every value as ClickHouse prints it.
+type Result struct {
+	Columns []string
+	Types   []string
+	Rows    [][]string
+}
+
+// maxResultRows bounds what an ad-hoc query may pull into memory.
+const maxResultRows = 1_000_000
+
+// Table runs one SQL statement of any kind and returns its result as text.
+func (b *Backend) Table(ctx context.Context, sql string) (*Result, error) {
+	if b.Engine != nil {
+		out, err := b.Engine.Query(ctx, sql, "TSVWithNamesAndTypes")
+		if err != nil {
+			return nil, err
+		}
+		return parseTSVWithNamesAndTypes(out)
+	}
+	rows, err := b.Server.Conn().Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	res := &Result{Columns: rows.Columns()}
+	cts := rows.ColumnTypes()
+	dest := make([]any, len(cts))
+	for i, ct := range cts {
+		res.Types = append(res.Types, ct.DatabaseTypeName())
+		dest[i] = reflect.New(ct.ScanType()).Interface()
+	}
+	for rows.Next() {
+		if len(res.Rows) == maxResultRows {
+			return nil, fmt.Errorf("more than %d rows: add a LIMIT", maxResultRows)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(dest))
+		for i, d := range dest {
+			row[i] = text(reflect.ValueOf(d).Elem().Interface())
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	return res, rows.Err()
+}
+
+// text prints a value the way clickhouse-client does for the common types.
+func text(v any) string {
+	switch v := v.(type) {
+	case time.Time:
+		return v.Format(time.DateTime)
+	case *string:
+		if v == nil {
+			return "NULL"
+		}
+		return *v
+	case nil:
+		return "NULL"
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return "NULL"
+		}
+		return text(rv.Elem().Interface())
+	}
+	return fmt.Sprint(v)
+}
+
+func parseTSVWithNamesAndTypes(out []byte) (*Result, error) {
+	res := &Result{}
+	lines := bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n"))
+	if len(out) == 0 {
+		return res, nil // a statement without a result (DDL, INSERT)
+	}
+	if len(lines) < 2 {
+		return nil, fmt.Errorf("result without its header: %q", out)
+	}
+	res.Columns = fields(lines[0])
+	res.Types = fields(lines[1])
+	for _, l := range lines[2:] {
+		if len(res.Rows) == maxResultRows {
+			return nil, fmt.Errorf("more than %d rows: add a LIMIT", maxResultRows)
+		}
+		res.Rows = append(res.Rows, fields(l))
+	}
+	return res, nil
+}
+
+func fields(line []byte) []string {
+	f := strings.Split(string(line), "\t")
+	for i := range f {
+		f[i] = unescape.Replace(f[i])
+	}
+	return f
+}
+
+// unescape undoes the TSV escapes of the engine's output.
+var unescape = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r", `\'`, "'", `\0`, "\x00",
+	`\b`, "\b", `\f`, "\f", `\a`, "\a", `\v`, "\v")

@@ -1,0 +1,43 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hitcount/hitcount/internal/ops"
+)
+
+// Part is one long-running piece of a process (the collector, the sweeper's
+// schedule, a live view); it returns when ctx ends.
+type Part func(ctx context.Context) error
+
+// Run runs the parts, and /metrics, /healthz, /readyz on listen ("" for
+// none), until ctx ends or one of them fails; the first failure stops the
+// others and is returned. A part that ends because ctx ended is not a
+// failure.
+func Run(ctx context.Context, log *slog.Logger, listen string, reg *prometheus.Registry, ready func() error, parts ...Part) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if listen != "" {
+		g.Go(func() error { return ops.Serve(ctx, listen, ops.Handler(reg, ready)) })
+		log.Info("serving /metrics, /healthz, /readyz", "listen", listen)
+	}
+	for _, p := range parts {
+		g.Go(func() error {
+			err := p(ctx)
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return nil
+			}
+			if err == nil && ctx.Err() == nil {
+				// A part that stops on its own stops the process: nothing
+				// here is meant to end before the others.
+				return errors.New("stopped unexpectedly")
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}

@@ -1,0 +1,177 @@
+// Package tableout prints a query result for people (an aligned table) or
+// for programs (CSV, TSV, JSON lines).
+package tableout
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Formats are the names Write accepts.
+var Formats = []string{"table", "csv", "tsv", "json"}
+
+// Write prints columns and rows in format. types (ClickHouse type names, may
+// be nil) right-align numbers in a table and keep them numbers in JSON.
+func Write(w io.Writer, format string, columns, types []string, rows [][]string) error {
+	switch format {
+	case "table":
+		return table(w, columns, types, rows)
+	case "csv":
+		cw := csv.NewWriter(w)
+		if err := cw.Write(columns); err != nil {
+			return err
+		}
+		if err := cw.WriteAll(rows); err != nil {
+			return err
+		}
+		return cw.Error()
+	case "tsv":
+		esc := strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
+		for _, r := range append([][]string{columns}, rows...) {
+			for i, v := range r {
+				r[i] = esc.Replace(v)
+			}
+			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "json":
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			obj := make(map[string]any, len(r))
+			for i, v := range r {
+				obj[columns[i]] = jsonValue(v, typeOf(types, i))
+			}
+			if err := enc.Encode(orderedObject{keys: columns, m: obj}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("output format %q: want one of %v", format, Formats)
+}
+
+func typeOf(types []string, i int) string {
+	if i < len(types) {
+		return types[i]
+	}
+	return ""
+}
+
+// numeric is true for the ClickHouse types printed as plain numbers.
+func numeric(t string) bool {
+	t = strings.TrimPrefix(strings.TrimSuffix(strings.TrimPrefix(t, "Nullable("), ")"), "LowCardinality(")
+	for _, p := range []string{"UInt", "Int", "Float", "Decimal"} {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func jsonValue(v, typ string) any {
+	if numeric(typ) {
+		if _, err := strconv.ParseFloat(v, 64); err == nil {
+			return json.Number(v)
+		}
+		if v == "NULL" || v == `\N` {
+			return nil
+		}
+	}
+	return v
+}
+
+// orderedObject keeps the columns' order in each JSON object.
+type orderedObject struct {
+	keys []string
+	m    map[string]any
+}
+
+func (o orderedObject) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		vb, err := json.Marshal(o.m[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+// table aligns columns by display width (runes); numbers to the right.
+// Control characters in values are shown escaped so a value cannot break the
+// layout.
+func table(w io.Writer, columns, types []string, rows [][]string) error {
+	esc := strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`)
+	width := make([]int, len(columns))
+	for i, c := range columns {
+		width[i] = utf8.RuneCountInString(c)
+	}
+	cells := make([][]string, len(rows))
+	for r, row := range rows {
+		cells[r] = make([]string, len(row))
+		for i, v := range row {
+			v = esc.Replace(v)
+			cells[r][i] = v
+			if i < len(width) {
+				width[i] = max(width[i], utf8.RuneCountInString(v))
+			}
+		}
+	}
+	line := func(vals []string, header bool) error {
+		var b strings.Builder
+		for i, v := range vals {
+			if i >= len(width) {
+				break
+			}
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(v))
+			if !header && numeric(typeOf(types, i)) {
+				b.WriteString(pad + v)
+			} else if i == len(vals)-1 {
+				b.WriteString(v)
+			} else {
+				b.WriteString(v + pad)
+			}
+		}
+		_, err := fmt.Fprintln(w, b.String())
+		return err
+	}
+	if err := line(columns, true); err != nil {
+		return err
+	}
+	rule := make([]string, len(columns))
+	for i := range rule {
+		rule[i] = strings.Repeat("-", width[i])
+	}
+	if err := line(rule, true); err != nil {
+		return err
+	}
+	for _, r := range cells {
+		if err := line(r, false); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "(%d rows)\n", len(rows))
+	return err
+}
