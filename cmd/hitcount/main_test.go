@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/embedded"
+	"github.com/hitcount/hitcount/internal/testenv"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Child mode: hold an embedded data directory open, as a running standalone
+// process does, until stdin closes.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("HITCOUNT_HOLD_DIR"); dir != "" {
+		st, err := embedded.Open(context.Background(), embedded.Options{LibPath: testenv.ChdbLibPath(), DataPath: dir, Database: "hitcount"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("holding")
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		st.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, 2, "hitcount run -config FILE"},
+		{[]string{"serve"}, 2, `unknown command "serve"`},
+		{[]string{"run"}, 2, "give -config FILE"},
+		{[]string{"run", "-check-config", "-config", "../../config/testdata/mistakes.yaml"}, 1, "rules[0].timezone: unknown time zone"},
+		{[]string{"query", "-config", "x.yaml", "-format", "xml", "SELECT 1"}, 2, "want one of [table csv tsv json]"},
+		{[]string{"query", "-config", "x.yaml"}, 2, "no SQL given"},
+	}
+	for _, c := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), c.args, strings.NewReader(""), &stdout, &stderr)
+		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.out) {
+			t.Errorf("%v: exit %d, output %q; want exit %d with %q", c.args, code, stdout.String()+stderr.String(), c.code, c.out)
+		}
+	}
+}
+
+// configFor writes a configuration naming the database d.
+func configFor(t *testing.T, d *testenv.Database) string {
+	t.Helper()
+	store := "embedded: {path: " + d.Data + ", library: " + testenv.ChdbLibPath() + "}"
+	if d.Backend == "server" {
+		store = fmt.Sprintf("clickhouse: {addr: [%s], database: %s}", d.Addr, d.Name)
+	}
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	cfg := store + "\nsources: [{path: /nonexistent/access.log, site: www}]\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The query command answers SQL from either store in each output format, and
+// reports the engine's own message for a bad statement.
+func TestQuery(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		if d.Backend == "embedded" {
+			d.Name = "hitcount" // the embedded store's database
+		}
+		st := d.Open(t)
+		b := sink.NewBatch(3)
+		b.Reset("www", 1)
+		for i, p := range []string{"/a", "/b", "/a"} {
+			h := parser.Hit{Unix: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC).Unix(), Method: []byte("GET"), Path: []byte(p), Status: 200}
+			b.Add(&h, int64(i*10), int64(i*10+10))
+		}
+		if err := st.Insert(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		cfg := configFor(t, d)
+		sql := "SELECT path, count() AS n FROM " + d.Name + ".hits GROUP BY path ORDER BY path"
+		for _, c := range []struct{ format, want string }{
+			{"table", "path  n\n----  -\n/a    2\n/b    1\n(2 rows)\n"},
+			{"csv", "path,n\n/a,2\n/b,1\n"},
+			{"json", `{"path":"/a","n":2}` + "\n" + `{"path":"/b","n":1}` + "\n"},
+		} {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), []string{"query", "-config", cfg, "-format", c.format, sql}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+				t.Fatalf("%s: exit %d: %s", c.format, code, stderr.String())
+			}
+			if stdout.String() != c.want {
+				t.Errorf("%s: got\n%s\nwant\n%s", c.format, stdout.String(), c.want)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"query", "-config", cfg}, strings.NewReader("SELEKT 1;\n"), &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "Syntax error") {
+			t.Errorf("bad SQL from stdin: exit %d, %q", code, stderr.String())
+		}
+	})
+}
+
+// A second process on a running standalone job's data directory is refused
+// with a message that says why and what to do.
+func TestDataDirInUse(t *testing.T) {
+	testenv.RequireChdb(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	holder := exec.Command(os.Args[0], "-test.run=^$")
+	holder.Env = append(os.Environ(), "HITCOUNT_HOLD_DIR="+dir)
+	stdin, _ := holder.StdinPipe()
+	out, _ := holder.StdoutPipe()
+	holder.Stderr = os.Stderr
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); holder.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "holding\n" {
+		t.Fatalf("holder: %q %v", line, err)
+	}
+	cfg := configFor(t, &testenv.Database{Backend: "embedded", Data: dir})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"query", "-config", cfg, "SELECT 1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "one process per directory") || !strings.Contains(stderr.String(), dir) {
+		t.Errorf("exit %d, %q; want a refusal naming the directory", code, stderr.String())
+	}
+}
