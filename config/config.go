@@ -64,7 +64,9 @@ type ClickHouse struct {
 	// InsertTimeout is how long one insert may take before its outcome
 	// counts as unknown [30s].
 	InsertTimeout Duration `yaml:"insert_timeout"`
-	// Cluster is an optional cluster name for ON CLUSTER statements.
+	// Cluster selects cluster mode: the name of a cluster in the servers'
+	// remote_servers; the schema is replicated local tables plus Distributed
+	// tables, created ON CLUSTER (see sink/cluster.go).
 	Cluster string `yaml:"cluster"`
 
 	dir string // the config file's directory, for a relative PasswordFile

@@ -141,6 +141,9 @@ func isIdent(s string) bool {
 
 func (d *doc) validateClickHouse(ch *ClickHouse) {
 	d.addrs(ch.Addr, "clickhouse.addr")
+	if ch.Cluster != "" && !isIdent(ch.Cluster) {
+		d.addf("clickhouse.cluster", "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), a cluster of the servers' remote_servers, got %q", ch.Cluster)
+	}
 	if !isIdent(ch.Database) {
 		d.addf("clickhouse.database", "must be an identifier ([A-Za-z_][A-Za-z0-9_]*), got %q", ch.Database)
 	}

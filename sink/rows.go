@@ -3,12 +3,16 @@ package sink
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Select runs q with ? parameters bound by the driver and calls fn for each
 // row; scan fills fn's destinations. Only builtin types cross this boundary,
 // so the alerts store can take the server or the embedded engine alike.
 func (s *Sink) Select(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
+	if s.cluster != "" {
+		return s.selectSynced(ctx, q, args, fn)
+	}
 	rows, err := s.conn.Query(ctx, q, args...)
 	if err != nil {
 		return err
@@ -30,6 +34,11 @@ func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]a
 	if len(rows) == 0 {
 		return nil
 	}
+	if s.cluster != "" && !strings.HasSuffix(table, "_local") {
+		// Into the replicated table on this server: a Distributed insert
+		// would be forwarded later, and a read right after could miss it.
+		table += "_local"
+	}
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", table, err)
@@ -44,4 +53,43 @@ func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]a
 		return fmt.Errorf("insert into %s: %w", table, err)
 	}
 	return nil
+}
+
+// stateTables are the sweeper's state: a read of them must see every write
+// any sweeper made, on whichever replica.
+var stateTables = []string{"crossings", "sweeps"}
+
+// selectSynced is Select in cluster mode: on one connection, it first syncs
+// the local replica of each state table the query reads (so a sweeper never
+// acts on a state another sweeper has already changed on another replica),
+// then runs the query there; the Distributed tables read this server's
+// replica first (prefer_localhost_replica).
+func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
+	c, err := s.pinned.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, t := range stateTables {
+		if !strings.Contains(q, s.db+"."+t+" ") && !strings.HasSuffix(q, s.db+"."+t) {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
+		_, err := c.ExecContext(sctx, "SYSTEM SYNC REPLICA "+s.table(t))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("sync replica of %s (a write may be on a replica that is down): %w", t, err)
+		}
+	}
+	rows, err := c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }

@@ -214,14 +214,50 @@ const BotPattern = `(?i)(bot|crawl|spider|slurp|curl|wget|python-requests|go-htt
 
 // Migrate creates the database and every table that does not exist yet. Every
 // statement is idempotent, so any number of collectors may run it at once.
+// Objects that exist already are not created again: a current schema needs
+// no CREATE right (least-privilege users), and in cluster mode no ON CLUSTER
+// statement, which would wait for every server, down ones included.
 func (s *Sink) Migrate(ctx context.Context) error {
-	for _, stmt := range schema(s.db, s.features) {
+	stmts := schema(s.db, s.features)
+	if s.cluster != "" {
+		stmts = clusterSchema(stmts, s.cluster)
+	}
+	have, err := s.existing(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, stmt := range stmts {
+		if m := objectRE.FindStringSubmatch(stmt); m != nil && have[m[1]] {
+			continue
+		}
 		if err := s.conn.Exec(ctx, stmt); err != nil {
 			first, _, _ := strings.Cut(stmt, "(")
 			return fmt.Errorf("migrate: %s: %w", strings.TrimSpace(first), err)
 		}
 	}
 	return nil
+}
+
+// objectRE finds what a schema statement creates: a database or db.table.
+var objectRE = regexp.MustCompile(`^CREATE (?:DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS ([\w.]+)`)
+
+// existing lists the database (as its name) and its tables (as db.name) if
+// they exist on the server.
+func (s *Sink) existing(ctx context.Context) (map[string]bool, error) {
+	have := map[string]bool{}
+	rows, err := s.conn.Query(ctx, "SELECT name FROM system.databases WHERE name = ? UNION ALL SELECT concat(database, '.', name) FROM system.tables WHERE database = ?", s.db, s.db)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		have[n] = true
+	}
+	return have, rows.Err()
 }
 
 // Schema returns the statements that create every table of database db on a

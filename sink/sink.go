@@ -5,6 +5,7 @@ package sink
 import (
 	"context"
 	"crypto/tls"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -24,11 +25,16 @@ type Options struct {
 	Compression   string // none | lz4 | zstd
 	DialTimeout   time.Duration
 	InsertTimeout time.Duration // past this an insert's outcome is unknown
+	// Cluster, when set, is the cluster (in the servers' remote_servers) of
+	// a replicated schema: see cluster.go.
+	Cluster string
 }
 
 // Sink is a connection pool to one ClickHouse server or cluster entry point.
 type Sink struct {
 	conn          driver.Conn
+	pinned        *sql.DB // cluster mode: statements that must share one connection
+	cluster       string
 	db            string
 	version       Version
 	features      features
@@ -59,7 +65,10 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 	default:
 		return nil, fmt.Errorf("open clickhouse: unknown compression %q", o.Compression)
 	}
-	conn, err := clickhouse.Open(&clickhouse.Options{
+	if o.Cluster != "" && !identRE.MatchString(o.Cluster) {
+		return nil, fmt.Errorf("open clickhouse: cluster name %q is not an identifier", o.Cluster)
+	}
+	copts := &clickhouse.Options{
 		Addr:        o.Addr,
 		Auth:        clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
 		TLS:         o.TLS,
@@ -71,13 +80,17 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 		MaxOpenConns:    8,
 		MaxIdleConns:    4,
 		ConnMaxLifetime: time.Hour,
-	})
+	}
+	conn, err := clickhouse.Open(copts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
 	}
-	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster}
+	if o.Cluster != "" {
+		s.pinned = clickhouse.OpenDB(copts)
+	}
 	if err := s.readVersion(ctx); err != nil {
-		conn.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -129,7 +142,12 @@ func (s *Sink) Database() string { return s.db }
 func (s *Sink) Conn() driver.Conn { return s.conn }
 
 // Close closes the pool.
-func (s *Sink) Close() error { return s.conn.Close() }
+func (s *Sink) Close() error {
+	if s.pinned != nil {
+		s.pinned.Close()
+	}
+	return s.conn.Close()
+}
 
 // Ping checks the server answers.
 func (s *Sink) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
@@ -171,7 +189,7 @@ func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 }
 
 func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".hits ("+hitsColumns+")")
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("hits")+" ("+hitsColumns+")")
 	if err != nil {
 		return err
 	}
@@ -198,7 +216,7 @@ func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
 }
 
 func (s *Sink) insertRejects(ctx context.Context, b *Batch) (err error) {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line)")
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("rejects")+" (inserted, site, source_id, offset, reason, line)")
 	if err != nil {
 		return err
 	}
@@ -237,6 +255,18 @@ func (s *Sink) Settle(ctx context.Context, source uint64) (int64, bool, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	if s.cluster != "" {
+		var off uint64
+		var n uint64
+		err := s.syncedRead(ctx, func(c *sql.Conn) error {
+			return c.QueryRowContext(ctx, "SELECT count(), max(o) FROM (SELECT maxMerge(max_offset) AS o FROM "+s.table("ingest_progress")+
+				" WHERE source_id = ? GROUP BY source_id)", source).Scan(&n, &off)
+		})
+		if err != nil {
+			return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
+		}
+		return int64(off), n > 0, nil
+	}
 	rows, err := s.conn.Query(ctx, "SELECT maxMerge(max_offset) FROM "+s.db+".ingest_progress WHERE source_id = ? GROUP BY source_id", source)
 	if err != nil {
 		return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
@@ -270,6 +300,29 @@ type Progress struct {
 // Committed reads the committed progress of every source.
 func (s *Sink) Committed(ctx context.Context) (Progress, error) {
 	p := Progress{Offsets: map[uint64]int64{}, Sites: map[string]bool{}}
+	if s.cluster != "" {
+		err := s.syncedRead(ctx, func(c *sql.Conn) error {
+			rows, err := c.QueryContext(ctx, "SELECT site, source_id, maxMerge(max_offset) FROM "+s.table("ingest_progress")+" GROUP BY site, source_id")
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var site string
+				var id, off uint64
+				if err := rows.Scan(&site, &id, &off); err != nil {
+					return err
+				}
+				p.Offsets[id] = int64(off)
+				p.Sites[site] = true
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return p, fmt.Errorf("read committed offsets: %w", err)
+		}
+		return p, nil
+	}
 	rows, err := s.conn.Query(ctx, "SELECT site, source_id, maxMerge(max_offset) FROM "+s.db+".ingest_progress GROUP BY site, source_id")
 	if err != nil {
 		return p, fmt.Errorf("read committed offsets: %w", err)
@@ -293,7 +346,7 @@ func (s *Sink) Committed(ctx context.Context) (Progress, error) {
 // RecordSource notes a source's current path, for operators mapping source ids
 // to files (the sources table).
 func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path string) error {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".sources (source_id, site, path, seen)")
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("sources")+" (source_id, site, path, seen)")
 	if err != nil {
 		return fmt.Errorf("record source %s: %w", path, err)
 	}
@@ -308,6 +361,7 @@ func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path st
 }
 
 // Deduplicates reports whether the server drops an identical batch inserted
-// again, in hits and in its materialized views (insert_deduplication_token,
-// ClickHouse >= 22.2).
-func (s *Sink) Deduplicates() bool { return s.features.dedupToken }
+// again, in hits and in its materialized views: with insert_deduplication_token
+// (ClickHouse >= 22.2), and in cluster mode, where replicated tables drop a
+// block whose checksum Keeper has seen.
+func (s *Sink) Deduplicates() bool { return s.features.dedupToken || s.cluster != "" }

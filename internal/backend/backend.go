@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 		return nil, err
 	}
 	return &Backend{Store: s, Version: s.Version(), KeeperMap: alerts.ConnSQL{Conn: s.Conn()}, Server: s,
-		Where: fmt.Sprintf("clickhouse %s at %v", s.Version(), opts.Addr)}, nil
+		Where: fmt.Sprintf("clickhouse %s at %v%s", s.Version(), opts.Addr, map[bool]string{true: ", cluster " + opts.Cluster}[opts.Cluster != ""])}, nil
 }
 
 // LibraryPath finds libchdb.so: embedded.library, $HITCOUNT_CHDB_LIB, the
@@ -126,6 +126,7 @@ func ServerOptions(cfg *config.Config) (sink.Options, error) {
 	o := sink.Options{
 		Addr: ch.Addr, Database: ch.Database, Username: ch.Username, Password: pw.Reveal(),
 		Compression: ch.Compression, DialTimeout: ch.DialTimeout.Duration, InsertTimeout: ch.InsertTimeout.Duration,
+		Cluster: ch.Cluster,
 	}
 	if ch.TLS.Enabled {
 		t := &tls.Config{ServerName: ch.TLS.ServerName, InsecureSkipVerify: ch.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}

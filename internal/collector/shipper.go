@@ -73,6 +73,21 @@ func (s *shipper) send(ctx context.Context) {
 		}
 		t0 := time.Now()
 		err := s.c.ins.Insert(insertCtx, j.b)
+		if err != nil && s.c.dedup {
+			// The store drops an identical re-insert, so the one safe answer
+			// to an unknown outcome is to send exactly this batch again until
+			// it is acknowledged. Re-reading the committed offset instead could
+			// meet a replica that has not fetched the part yet and cut
+			// different batches, which no store would recognise.
+			err = s.retryIdentical(ctx, insertCtx, j.b, err, bo)
+			if err != nil {
+				// Shutting down: the next start replays the batch in flight.
+				// Nothing after it may be inserted before it.
+				s.c.release(j.b)
+				gen = -1
+				continue
+			}
+		}
 		if err == nil {
 			bo.Reset()
 			s.c.ack(j.b)
@@ -90,7 +105,10 @@ func (s *shipper) send(ctx context.Context) {
 		s.c.log.Warn("insert failed; its outcome is unknown until the server settles", "path", s.path, "batch", j.b.ID(), "err", err)
 		if ctx.Err() != nil {
 			// Shutting down: the next start resumes from what is committed.
+			// A later batch must not land after this one failed: that would
+			// put the committed offset past lines that are not in the store.
 			s.c.release(j.b)
+			gen = -1
 			continue
 		}
 		committed, ok, rerr := s.c.settle(ctx, j.b.SourceID)
@@ -111,6 +129,24 @@ func (s *shipper) send(ctx context.Context) {
 		}
 		s.resync <- resync{gen: gen, committed: committed, ok: ok}
 	}
+}
+
+// retryIdentical sends b again, with backoff, until the store acknowledges it
+// or ctx ends (then it returns ctx's error).
+func (s *shipper) retryIdentical(ctx, insertCtx context.Context, b *sink.Batch, err error, bo interface{ NextBackOff() time.Duration }) error {
+	for err != nil {
+		s.c.countBatch("failed")
+		s.c.setReady(false)
+		wait := bo.NextBackOff()
+		s.c.log.Warn("insert failed; sending the identical batch again", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		err = s.c.ins.Insert(insertCtx, b)
+	}
+	return nil
 }
 
 func (c *Collector) countBatch(result string) {

@@ -1,0 +1,101 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Cluster mode. Every table of the schema becomes a local table on each
+// server, <name>_local, with the Replicated variant of its engine under
+// /clickhouse/tables/{shard}/<db>/<name> and replica {replica} (the servers'
+// macros), and a Distributed table <name> over the cluster for reading. The
+// materialized views run on each server from hits_local into the local
+// rollups. Every statement runs ON CLUSTER.
+//
+// Where inserts go: the collector inserts each batch as one block into
+// hits_local (and rejects_local) of the server it is connected to. A block
+// insert into a ReplicatedMergeTree table is atomic and is registered in
+// Keeper by its checksum, so an identical block inserted again, on any
+// replica of the shard, is dropped: the collector answers an unknown outcome
+// by sending exactly the same batch again. A Distributed insert has neither
+// property (it splits blocks and forwards them later), so it is never used.
+// A collector's addresses must be replicas of one shard.
+//
+// Where the resume point comes from: a replica may not yet have fetched a
+// part that another replica acknowledged. Before reading a source's committed
+// offset the collector runs SYSTEM SYNC REPLICA on ingest_progress_local and
+// reads it on the same connection: the replica has then fetched every part
+// committed so far, or the call fails (a part only a stopped replica has) and
+// the collector waits and tries again instead of cutting batches that would
+// duplicate it.
+
+var (
+	createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) \(`)
+	engineRE      = regexp.MustCompile(`ENGINE = (\w*)MergeTree(\(([^\n]*)\))?\n`)
+	createViewRE  = regexp.MustCompile(`^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) TO (\w+)\.(\w+) AS`)
+	fromRE        = regexp.MustCompile(`FROM (\w+)\.(\w+) GROUP BY`)
+)
+
+// clusterSchema rewrites the single-server schema for a cluster.
+func clusterSchema(stmts []string, cluster string) []string {
+	on := " ON CLUSTER " + cluster
+	var out []string
+	for _, s := range stmts {
+		switch {
+		case strings.HasPrefix(s, "CREATE DATABASE"):
+			out = append(out, s+on)
+		case createTableRE.MatchString(s):
+			m := createTableRE.FindStringSubmatch(s)
+			db, name := m[1], m[2]
+			s = createTableRE.ReplaceAllString(s, "CREATE TABLE IF NOT EXISTS ${1}.${2}_local"+on+" (")
+			s = engineRE.ReplaceAllStringFunc(s, func(e string) string {
+				em := engineRE.FindStringSubmatch(e)
+				args := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s', '{replica}'", db, name)
+				if em[3] != "" {
+					args += ", " + em[3]
+				}
+				return "ENGINE = Replicated" + em[1] + "MergeTree(" + args + ")\n"
+			})
+			out = append(out, s, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s AS %s.%s_local ENGINE = Distributed(%s, %s, %s_local, rand())",
+				db, name, on, db, name, cluster, db, name))
+		case createViewRE.MatchString(s):
+			s = createViewRE.ReplaceAllString(s, "CREATE MATERIALIZED VIEW IF NOT EXISTS ${1}.${2}"+on+" TO ${3}.${4}_local AS")
+			s = fromRE.ReplaceAllString(s, "FROM ${1}.${2}_local GROUP BY")
+			out = append(out, s)
+		default:
+			panic("cluster schema: statement of unknown shape: " + s)
+		}
+	}
+	return out
+}
+
+// table is where the collector writes table: the local replicated table in
+// cluster mode.
+func (s *Sink) table(name string) string {
+	if s.cluster != "" {
+		return s.db + "." + name + "_local"
+	}
+	return s.db + "." + name
+}
+
+// syncedRead runs SYSTEM SYNC REPLICA on the local progress table and then fn
+// on the same connection, so fn reads a replica that has every committed part.
+func (s *Sink) syncedRead(ctx context.Context, fn func(c *sql.Conn) error) error {
+	c, err := s.pinned.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
+	defer cancel()
+	if _, err := c.ExecContext(sctx, "SYSTEM SYNC REPLICA "+s.table("ingest_progress")); err != nil {
+		return fmt.Errorf("sync replica (a part may be on a replica that is down): %w", err)
+	}
+	return fn(c)
+}
+
+// Cluster is the cluster name, "" on a single server.
+func (s *Sink) Cluster() string { return s.cluster }
