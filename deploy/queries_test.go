@@ -471,6 +471,9 @@ func checkUsers18(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServ
 	if err := col.Migrate(ctx); err != nil {
 		t.Errorf("collector: schema at start: %v", err)
 	}
+	if err := col.Conn().Exec(ctx, "CREATE TABLE hitcount.extra (x UInt8) ENGINE = Log"); err == nil {
+		t.Error("collector may create a table (allow_ddl); want it refused")
+	}
 	b := sink.NewBatch(10)
 	b.Reset(site, 0xc011ec70)
 	b.Add(&parser.Hit{Unix: time.Now().Unix(), Method: []byte("GET"), Path: []byte("/collector-user"), Status: 200}, 0, 50)
@@ -762,9 +765,18 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 	}
 	e.run("", append(admin, schema...)...)
 
+	// At start each binary lists what exists (sink.Migrate) and, the schema
+	// being current, creates nothing: it must see every object of it, and
+	// needs no right to create.
+	atStart := []step{
+		{sql: "SELECT count() FROM system.databases WHERE name = 'hitcount'", want: "1\n"},
+		{sql: "SELECT count() FROM system.tables WHERE database = 'hitcount'", want: fmt.Sprintf("%d\n", len(schema)-1)},
+		denied("CREATE TABLE IF NOT EXISTS hitcount.extra (x UInt8) ENGINE = Log"),
+	}
+
 	// collector: the schema at start, a batch (hits, then rejects), its
 	// source, and how it resumes. Then what it must not do.
-	e.run("collector", append(slices.Clone(schema),
+	e.run("collector", append(slices.Clone(atStart),
 		ok(`INSERT INTO hitcount.hits (ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset) VALUES
 			(now(), 'www.example.com', 'www.example.com', 'GET', '/pricing', '', 'HTTP/1.1', 200, 512, '', 'Mozilla/5.0', '203.0.113.7', '', 1200, 42, 0),
 			(now(), 'www.example.com', 'www.example.com', 'GET', '/pricing', '', 'HTTP/1.1', 200, 512, '', 'Googlebot/2.1', '203.0.113.8', '', 900, 42, 100)`),
@@ -787,7 +799,7 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 	// sweeper: the schema at start, what a sweep reads (which also shows
 	// that the collector's inserts went through the materialized views), and
 	// its state.
-	e.run("sweeper", append(slices.Clone(schema),
+	e.run("sweeper", append(slices.Clone(atStart),
 		step{sql: "SELECT sum(hits), sumIf(hits, bot = 1) FROM hitcount.hits_1m", want: "2\t1\n"},
 		step{sql: "SELECT sum(hits) FROM hitcount.hits_touched", want: "2\n"},
 		ok(`SELECT site, path, minute FROM hitcount.hits_touched WHERE ingested >= toDateTime(0) AND ingested <= now() GROUP BY site, path, minute`),

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -68,9 +69,20 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 	if o.Cluster != "" && !identRE.MatchString(o.Cluster) {
 		return nil, fmt.Errorf("open clickhouse: cluster name %q is not an identifier", o.Cluster)
 	}
+	// The configured database is the session's, so a user allowed only that
+	// database can log in; before the first start has created it, "default".
+	s, err := open(ctx, o, comp, o.Database)
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) && ex.Code == 81 { // UNKNOWN_DATABASE
+		s, err = open(ctx, o, comp, "default")
+	}
+	return s, err
+}
+
+func open(ctx context.Context, o Options, comp *clickhouse.Compression, database string) (*Sink, error) {
 	copts := &clickhouse.Options{
 		Addr:        o.Addr,
-		Auth:        clickhouse.Auth{Database: "default", Username: o.Username, Password: o.Password},
+		Auth:        clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
 		TLS:         o.TLS,
 		Compression: comp,
 		DialTimeout: o.DialTimeout,

@@ -49,28 +49,11 @@ GRANT SELECT ON hitcount.sweeps TO sweeper;
 GRANT INSERT ON hitcount.crossings TO sweeper;
 GRANT INSERT ON hitcount.sweeps TO sweeper;
 
--- Schema statements at start. The collector and the sweeper of this version
--- run their idempotent CREATE ... IF NOT EXISTS statements every time they
--- start, not only with -migrate, and ClickHouse checks the privileges of a
--- CREATE before it looks whether the table exists. So both need the rights
--- to create in database hitcount and, for each CREATE MATERIALIZED VIEW
--- ... TO t AS SELECT ... FROM s, SELECT and INSERT on the target t and SELECT
--- on the columns of s the view reads (the collector has most of it above).
--- Nothing here can drop, alter or truncate, or read client, remote_user,
--- referer or query; an existing table is left as it is. Revoke this block
--- once the binaries no longer create the schema at start.
-GRANT CREATE DATABASE ON hitcount.* TO collector, sweeper;
-GRANT CREATE TABLE, CREATE VIEW ON hitcount.* TO collector, sweeper;
-GRANT SELECT ON hitcount.hits_1m TO collector, sweeper;
-GRANT SELECT ON hitcount.hits_1d TO collector, sweeper;
-GRANT SELECT ON hitcount.hits_touched TO collector, sweeper;
-GRANT SELECT ON hitcount.ingest_progress TO sweeper;
-GRANT INSERT ON hitcount.hits_1m TO sweeper;
-GRANT INSERT ON hitcount.hits_1d TO sweeper;
-GRANT INSERT ON hitcount.hits_touched TO sweeper;
-GRANT INSERT ON hitcount.ingest_progress TO sweeper;
-GRANT SELECT(ts, site, host, method, path, status, bytes, user_agent, source_id, offset) ON hitcount.hits TO sweeper;
-GRANT SELECT(site, source_id, offset) ON hitcount.rejects TO sweeper;
+-- The schema at start: the collector and the sweeper create only what is
+-- missing, and see what exists through system.tables, which lists the tables
+-- a user has a privilege on. SHOW TABLES lets them see the views too, so a
+-- current schema needs no CREATE right at all.
+GRANT SHOW TABLES ON hitcount.* TO collector, sweeper;
 
 -- analyst: dashboards and deploy/queries.sql; reads everything in hitcount,
 -- writes nothing.
