@@ -698,6 +698,7 @@ func TestSystemdUnits(t *testing.T) {
 		"hitcount-collector.service":    "/usr/local/bin/collector " + cfgArgs + " -log-format json",
 		"hitcount-sweeper.service":      "/usr/local/bin/sweeper " + cfgArgs + " -log-format json",
 		"hitcount-sweeper-once.service": "/usr/local/bin/sweeper " + cfgArgs + " -once -log-format json",
+		"hitcount-standalone.service":   "/usr/local/bin/hitcount run " + cfgArgs + " -log-format json",
 	}
 	hardening := map[string]string{
 		"User":                    "hitcount",
@@ -720,6 +721,9 @@ func TestSystemdUnits(t *testing.T) {
 			t.Errorf("%s: ExecStart=%s, want %s", name, got, exec)
 		}
 		for k, want := range hardening {
+			if k == "MemoryMax" && name == "hitcount-standalone.service" {
+				want = "2G" // the embedded engine runs in the process
+			}
 			if _, ok := u["Service"][k]; !ok {
 				t.Errorf("%s: no %s=", name, k)
 			} else if got := u.last("Service", k); got != want {
@@ -758,7 +762,7 @@ func TestSystemdUnits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, b := range []string{"collector", "sweeper"} {
+	for _, b := range []string{"collector", "sweeper", "hitcount"} {
 		if err := os.WriteFile(filepath.Join(root, "usr/local/bin", b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -767,8 +771,8 @@ func TestSystemdUnits(t *testing.T) {
 		t.Fatalf("copy the system's units: %v\n%s", err, out)
 	}
 	units, err := filepath.Glob(filepath.Join("systemd", "*"))
-	if err != nil || len(units) != 4 {
-		t.Fatalf("systemd/: %v %v, want 4 units", units, err)
+	if err != nil || len(units) != 5 {
+		t.Fatalf("systemd/: %v %v, want 5 units", units, err)
 	}
 	args := []string{"verify", "--root=" + root}
 	for _, u := range units {
