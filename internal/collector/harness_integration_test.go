@@ -15,7 +15,6 @@ import (
 	"github.com/hitcount/hitcount/internal/collector"
 	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/testenv"
-	"github.com/hitcount/hitcount/sink"
 )
 
 // Child mode: the kill test runs the collector in a re-executed copy of this
@@ -30,63 +29,101 @@ func TestMain(m *testing.M) {
 func childCollector() int {
 	collector.ApplyMemoryLimit()
 	ctx := context.Background()
-	s, err := sink.Connect(ctx, sink.Options{Addr: []string{os.Getenv("HC_ADDR")}, Database: os.Getenv("HC_DB"), InsertTimeout: 5 * time.Second}, nil)
+	d := testenv.DatabaseFromEnv()
+	s, err := d.OpenStore(ctx, 5*time.Second)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer s.Close()
 	rows, _ := strconv.Atoi(os.Getenv("HC_ROWS"))
-	c, err := collector.New(s, collector.Options{
-		Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: "combined", StartAtEnd: os.Getenv("HC_START_END") != ""}},
-		BatchRows: rows, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
-		RotatedIdle: 300 * time.Millisecond, StateDir: os.Getenv("HC_STATE"),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	run := func(ctx context.Context) error {
+		c, err := collector.New(s, collector.Options{
+			Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: "combined", StartAtEnd: os.Getenv("HC_START_END") != ""}},
+			BatchRows: rows, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
+			RotatedIdle: 300 * time.Millisecond, StateDir: os.Getenv("HC_STATE"),
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx)
 	}
-	if err := c.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	if os.Getenv("HC_UNTIL_QUIET") == "" {
+		if err := run(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
 	}
-	return 0
+	// Ship what is there and exit once a 2-second run adds nothing. The store
+	// is counted only between runs, never while the collector inserts.
+	last := uint64(1<<64 - 1)
+	for range 60 {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := run(rctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		n, err := testenv.Count(ctx, s, "SELECT count() FROM "+d.Name+".hits")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if n == last {
+			return 0
+		}
+		last = n
+	}
+	fmt.Fprintln(os.Stderr, "the store still grew after 60 runs")
+	return 1
 }
 
-// store is a fresh database on a real ClickHouse server.
+// store is a fresh database on a backend: a ClickHouse server or the
+// embedded engine.
 type store struct {
-	ch   *testenv.ClickHouseServer
-	db   string
-	sink *sink.Sink
+	d     *testenv.Database
+	db    string
+	store testenv.Store
 }
 
-func newStore(t *testing.T, ch *testenv.ClickHouseServer, timeout time.Duration) *store {
+// newStore opens a fresh database on backend d.
+func newStore(t *testing.T, d *testenv.Database) *store {
 	t.Helper()
-	ctx := context.Background()
-	db := fmt.Sprintf("t%d", rand.Uint32())
-	s, err := sink.Open(ctx, sink.Options{Addr: []string{ch.Addr()}, Database: db, InsertTimeout: timeout})
+	return &store{d: d, db: d.Name, store: d.Open(t)}
+}
+
+// newServerStore is a fresh database on server ch, whose inserts time out
+// after timeout (for the tests of server faults).
+func newServerStore(t *testing.T, ch *testenv.ClickHouseServer, timeout time.Duration) *store {
+	t.Helper()
+	d := testenv.ServerDatabase(ch)
+	s, err := d.OpenStore(context.Background(), timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
+	return &store{d: d, db: d.Name, store: s}
+}
+
+func (s *store) count(t *testing.T, q string) uint64 {
+	t.Helper()
+	n, err := testenv.Count(context.Background(), s.store, q)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &store{ch: ch, db: db, sink: s}
+	return n
 }
 
 // counts reads the three numbers every exactly-once test checks: rows, distinct
 // (source, offset) pairs, and the per-minute rollup's sum.
 func (s *store) counts(t *testing.T) (rows, distinct, rollup uint64) {
 	t.Helper()
-	ctx := context.Background()
-	conn := s.sink.Conn()
-	if err := conn.QueryRow(ctx, "SELECT count(), uniqExact(source_id, offset) FROM "+s.db+".hits").Scan(&rows, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.QueryRow(ctx, "SELECT sum(hits) FROM "+s.db+".hits_1m").Scan(&rollup); err != nil {
-		t.Fatal(err)
-	}
+	rows = s.count(t, "SELECT count() FROM "+s.db+".hits")
+	distinct = s.count(t, "SELECT uniqExact(source_id, offset) FROM "+s.db+".hits")
+	rollup = s.count(t, "SELECT sum(hits) FROM "+s.db+".hits_1m")
 	return
 }
 
@@ -97,7 +134,8 @@ func (s *store) waitRows(t *testing.T, want uint64, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	var rows uint64
 	for time.Now().Before(deadline) {
-		if err := s.sink.Conn().QueryRow(context.Background(), "SELECT count() FROM "+s.db+".hits").Scan(&rows); err == nil {
+		if n, err := testenv.Count(context.Background(), s.store, "SELECT count() FROM "+s.db+".hits"); err == nil {
+			rows = n
 			if rows > want {
 				t.Fatalf("hits holds %d rows, more than the %d lines written: a line was inserted twice", rows, want)
 			}

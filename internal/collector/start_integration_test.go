@@ -43,8 +43,11 @@ func history(t *testing.T, dir string, n int) {
 // start_at: beginning backfills the live log and its rotated siblings, gzipped
 // ones included, each line once.
 func TestBackfillReadsRotatedHistoryOnce(t *testing.T) {
-	ch := testenv.ClickHouse(t)
-	st := newStore(t, ch, 10*time.Second)
+	testenv.EachBackend(t, testBackfillReadsRotatedHistoryOnce)
+}
+
+func testBackfillReadsRotatedHistoryOnce(t *testing.T, d *testenv.Database) {
+	st := newStore(t, d)
 	dir := t.TempDir()
 	history(t, dir, 5000)
 	runCollector(t, st, filepath.Join(dir, "access.log"), nil)
@@ -57,8 +60,11 @@ func TestBackfillReadsRotatedHistoryOnce(t *testing.T) {
 // identity is the content, so a reused inode (the filesystem's choice, logged)
 // changes nothing.
 func TestStartAtEndThenRotationAndInodeReuse(t *testing.T) {
-	ch := testenv.ClickHouse(t)
-	st := newStore(t, ch, 10*time.Second)
+	testenv.EachBackend(t, testStartAtEndThenRotationAndInodeReuse)
+}
+
+func testStartAtEndThenRotationAndInodeReuse(t *testing.T, d *testenv.Database) {
+	st := newStore(t, d)
 	dir := t.TempDir()
 	history(t, dir, 5000)
 	runCollector(t, st, filepath.Join(dir, "access.log"), func(o *collector.Options) { o.Sources[0].StartAtEnd = true })

@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hitcount/hitcount/internal/chdb"
@@ -36,9 +37,9 @@ type Options struct {
 // an insert never outlives the process that made it: there is nothing to
 // settle after a crash, only the committed offsets to read.
 type Store struct {
-	e   *chdb.Engine
-	db  string
-	buf []byte
+	e    *chdb.Engine
+	db   string
+	bufs sync.Pool // *[]byte statement buffers, one per concurrent insert
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -52,7 +53,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{e: e, db: o.Database}
+	s := &Store{e: e, db: o.Database, bufs: sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}}
 	// DateTime text is read and written as UTC (see scanTSV), and the daily
 	// rollup's days are UTC days, as on a server configured as deploy/ says.
 	if err := e.Exec(ctx, "SET session_timezone = 'UTC'"); err != nil {
@@ -104,19 +105,26 @@ func (s *Store) migrate(ctx context.Context) error {
 // Insert writes the batch's rows as one block, then its reject samples, with
 // the batch id as deduplication token (the engine has it): an insert repeated
 // after a crash that hid its outcome is dropped, not doubled.
+//
+// The collector ships files in parallel, so inserts run concurrently: each
+// builds its statement in a buffer of its own from the pool.
 func (s *Store) Insert(ctx context.Context, b *sink.Batch) error {
 	id := b.ID()
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	buf := (*bp)[:0]
+	defer func() { *bp = buf[:0] }()
 	if b.Rows() > 0 {
-		s.buf = append(s.buf[:0], "INSERT INTO "+s.db+".hits ("+sink.HitsColumns+") SETTINGS insert_deduplication_token = '"+id+"', deduplicate_blocks_in_dependent_materialized_views = 1 FORMAT TSV\n"...)
-		s.buf = b.AppendTSV(s.buf)
-		if err := s.e.Exec(ctx, string(s.buf)); err != nil {
+		buf = append(buf[:0], "INSERT INTO "+s.db+".hits ("+sink.HitsColumns+") SETTINGS insert_deduplication_token = '"+id+"', deduplicate_blocks_in_dependent_materialized_views = 1 FORMAT TSV\n"...)
+		buf = b.AppendTSV(buf)
+		if err := s.e.Exec(ctx, string(buf)); err != nil {
 			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
 		}
 	}
 	if len(b.Rejects) > 0 {
-		s.buf = append(s.buf[:0], "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line) SETTINGS insert_deduplication_token = '"+id+"-rejects' FORMAT TSV\n"...)
-		s.buf = b.AppendRejectsTSV(s.buf, time.Now())
-		if err := s.e.Exec(ctx, string(s.buf)); err != nil {
+		buf = append(buf[:0], "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line) SETTINGS insert_deduplication_token = '"+id+"-rejects' FORMAT TSV\n"...)
+		buf = b.AppendRejectsTSV(buf, time.Now())
+		if err := s.e.Exec(ctx, string(buf)); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
 	}

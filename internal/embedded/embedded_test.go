@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,68 +139,4 @@ func TestShipsToEmbeddedEngine(t *testing.T) {
 		write(5000)
 	}
 	t.Logf("%d lines (%d good) shipped to the embedded engine in 3 runs, each once", lines, good)
-}
-
-// The collector's kill test on the embedded engine: a writer appends lines
-// while the process (engine included) is SIGKILLed and restarted; at the end
-// the engine holds every line once, and the rollups agree: a batch cut short
-// between the table and a view is completed by its identical re-insert.
-func TestKillNineOnEmbedded(t *testing.T) {
-	testenv.RequireChdb(t)
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	logPath := filepath.Join(dir, "access.log")
-	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	g := loggen.New(loggen.Options{Seed: rand.Uint64(), BadEvery: 1000})
-	var good, lines int
-	var buf []byte
-	write := func(n int) {
-		buf = buf[:0]
-		for range n {
-			var ok bool
-			buf, ok = g.Line(buf, time.Now())
-			if ok {
-				good++
-			}
-			lines++
-		}
-		f.Write(buf)
-	}
-	run := func(once bool) *exec.Cmd {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_EMBEDDED=1", "HC_DATA="+data, "HC_GLOB="+filepath.Join(dir, "access*.log"), "HC_STATE="+filepath.Join(dir, "state"))
-		if once {
-			cmd.Env = append(cmd.Env, "HC_ONCE=1")
-		}
-		cmd.Stderr = os.Stderr
-		return cmd
-	}
-	const kills = 12
-	for i := 0; i < kills; i++ {
-		cmd := run(false)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		end := time.Now().Add(time.Duration(300+rand.IntN(700)) * time.Millisecond)
-		for time.Now().Before(end) {
-			write(1 + rand.IntN(300))
-			time.Sleep(5 * time.Millisecond)
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}
-	out, err := run(true).Output()
-	if err != nil {
-		t.Fatalf("final run: %v", err)
-	}
-	got := strings.Fields(string(out))
-	want := fmt.Sprint(good)
-	if len(got) != 3 || got[0] != want || got[1] != want || got[2] != want {
-		t.Fatalf("rows, distinct (source, offset), rollup sum = %v; want all %d (%d lines written, %d kills)", got, good, lines, kills)
-	}
-	t.Logf("%d lines (%d good), %d kills of the embedded collector: every good line once", lines, good, kills)
 }
