@@ -5,7 +5,8 @@
 //
 // Standalone mode is one process because the embedded engine serves its data
 // directory to one process only: the collector and the sweeper must share
-// it, and so must the live view. The separate collector and sweeper commands
+// it, and so must the live view. While it runs, `hitcount query` asks it
+// over its loopback ops listener (POST /query, read-only). The separate collector and sweeper commands
 // are for a ClickHouse server, where each can run (and scale) on its own.
 package main
 
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,10 +28,12 @@ import (
 
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/backend"
+	"github.com/hitcount/hitcount/internal/chdb"
 	"github.com/hitcount/hitcount/internal/collector"
 	"github.com/hitcount/hitcount/internal/liveview"
 	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/ops"
+	"github.com/hitcount/hitcount/internal/queryhttp"
 	"github.com/hitcount/hitcount/internal/service"
 	"github.com/hitcount/hitcount/internal/tableout"
 )
@@ -162,7 +166,26 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 		})
 	}
 	ready := func() error { return errors.Join(col.Ready(), sw.Ready()) }
-	if err := service.Run(ctx, log, *cfg.HTTP.Listen, reg, ready, parts...); err != nil {
+	listen := *cfg.HTTP.Listen
+	more := map[string]http.Handler{}
+	if b.Embedded && queryhttp.Loopback(listen) {
+		// No other process can open the engine while this one runs: serve
+		// read-only SQL to `hitcount query`, on loopback only.
+		ro, err := b.ReadOnly(ctx)
+		if err != nil {
+			return err
+		}
+		defer ro.Close()
+		more["/query"] = queryhttp.Handler(func(ctx context.Context, sql string) ([]string, []string, [][]string, error) {
+			res, err := backend.EngineTable(ctx, ro, sql)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			return res.Columns, res.Types, res.Rows, nil
+		})
+		log.Info("serving read-only SQL for hitcount query", "url", "http://"+listen+"/query")
+	}
+	if err := service.RunWith(ctx, log, listen, ops.HandlerWith(reg, ready, more), parts...); err != nil {
 		return err
 	}
 	log.Info("stopped cleanly")
@@ -226,6 +249,20 @@ func runQuery(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 2
 	}
 	b, err := backend.Open(ctx, cfg, log)
+	if errors.Is(err, chdb.ErrDataDirLocked) && queryhttp.Loopback(*cfg.HTTP.Listen) {
+		// A running `hitcount run` holds the engine: ask it.
+		qerr := queryhttp.Query(ctx, *cfg.HTTP.Listen, sql, *format, stdout)
+		var unreachable *queryhttp.UnreachableError
+		switch {
+		case errors.As(qerr, &unreachable):
+			fmt.Fprintf(stderr, "hitcount query: %v; %v\n", err, qerr)
+			return 1
+		case qerr != nil:
+			fmt.Fprintf(stderr, "hitcount query: %v\n", qerr)
+			return 1
+		}
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "hitcount query: %v\n", err)
 		return 1

@@ -5,14 +5,19 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hitcount/hitcount/internal/embedded"
+	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -21,6 +26,13 @@ import (
 // Child mode: hold an embedded data directory open, as a running standalone
 // process does, until stdin closes.
 func TestMain(m *testing.M) {
+	if args := os.Getenv("HITCOUNT_RUN_ARGS"); args != "" {
+		// Child mode: the command itself, until SIGTERM.
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		code := run(ctx, strings.Fields(args), os.Stdin, os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
+	}
 	if dir := os.Getenv("HITCOUNT_HOLD_DIR"); dir != "" {
 		st, err := embedded.Open(context.Background(), embedded.Options{LibPath: testenv.ChdbLibPath(), DataPath: dir, Database: "hitcount"})
 		if err != nil {
@@ -189,5 +201,90 @@ func TestMoveToServer(t *testing.T) {
 	}
 	if answers["server"] != answers["embedded"] || !strings.Contains(answers["server"], "1000\t") {
 		t.Fatalf("rows, content hash, rollup, committed offset differ after the move:\nembedded %q\nserver   %q", answers["embedded"], answers["server"])
+	}
+}
+
+// While `hitcount run` holds the embedded engine in its process, `hitcount
+// query` from another process gets its answers from the job's loopback ops
+// listener, read-only: the counts grow as the job ships, and a write, a
+// setting change or INTO OUTFILE is refused.
+func TestQueryWhileRunning(t *testing.T) {
+	testenv.RequireChdb(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "access.log")
+	const lines = 20000
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loggen.New(loggen.Options{Seed: 3}).WriteN(f, lines); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(dir, "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`embedded: {path: ./data, library: %s}
+sources: [{path: %s, site: www, start_at: beginning}]
+http: {listen: %q}
+outbox: ./outbox
+rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [ops@example.com]}]
+`, testenv.ChdbLibPath(), logPath, listen)), 0o644)
+	job := exec.Command(os.Args[0], "-test.run=^$")
+	job.Env = append(os.Environ(), "HITCOUNT_RUN_ARGS=run -config "+cfg)
+	job.Stderr = os.Stderr
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		job.Process.Signal(syscall.SIGTERM)
+		if err := job.Wait(); err != nil {
+			t.Errorf("the job after SIGTERM: %v", err)
+		}
+	}()
+	// Query only once the job serves: the first to open the engine keeps it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get("http://" + listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job does not serve %s: %v", listen, err)
+		}
+	}
+	query := func(sql string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), []string{"query", "-config", cfg, "-format", "tsv", sql}, strings.NewReader(""), &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	want := fmt.Sprintf("n\n%d\n", lines)
+	var out, errOut string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var code int
+		out, errOut, code = query("SELECT count() AS n FROM hitcount.hits")
+		if code == 0 && out == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running job never answered %q (last: %q, %q)", want, out, errOut)
+		}
+	}
+	for _, c := range []struct{ sql, why string }{
+		{"INSERT INTO hitcount.sweeps (owner) VALUES ('x')", "readonly"},
+		{"SET readonly = 0", "readonly"},
+		{"DROP TABLE hitcount.hits", "readonly"},
+		{"SELECT 1 INTO OUTFILE '" + filepath.Join(dir, "x.tsv") + "'", "INTO OUTFILE"},
+	} {
+		if out, errOut, code := query(c.sql); code != 1 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(c.why)) {
+			t.Errorf("%s: exit %d, %q %q; want it refused (%s)", c.sql, code, out, errOut, c.why)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.tsv")); err == nil {
+		t.Error("INTO OUTFILE wrote a file")
 	}
 }

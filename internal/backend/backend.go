@@ -50,6 +50,8 @@ type Backend struct {
 	Engine *chdb.Engine
 	// Where says what was opened, for logs.
 	Where string
+
+	lib string // the embedded engine's library
 }
 
 // Open opens the configured store and brings its schema up to date. A
@@ -71,7 +73,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 		e := st.Engine()
 		v, _ := st.Version(ctx)
 		return &Backend{Store: st, Embedded: true, Version: v, KeeperMap: alerts.EngineSQL{Engine: e}, Engine: e,
-			Where: "embedded engine at " + e.DataPath()}, nil
+			Where: "embedded engine at " + e.DataPath(), lib: lib}, nil
 	}
 	opts, err := ServerOptions(cfg)
 	if err != nil {

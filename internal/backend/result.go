@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/hitcount/hitcount/internal/chdb"
 )
 
 // Result is a query's answer as text, for people: column names and types,
@@ -23,11 +25,7 @@ const maxResultRows = 1_000_000
 // Table runs one SQL statement of any kind and returns its result as text.
 func (b *Backend) Table(ctx context.Context, sql string) (*Result, error) {
 	if b.Engine != nil {
-		out, err := b.Engine.Query(ctx, sql, "TSVWithNamesAndTypes")
-		if err != nil {
-			return nil, err
-		}
-		return parseTSVWithNamesAndTypes(out)
+		return EngineTable(ctx, b.Engine, sql)
 	}
 	rows, err := b.Server.Conn().Query(ctx, sql)
 	if err != nil {
@@ -55,6 +53,39 @@ func (b *Backend) Table(ctx context.Context, sql string) (*Result, error) {
 		res.Rows = append(res.Rows, row)
 	}
 	return res, rows.Err()
+}
+
+// EngineTable runs sql on an embedded engine connection and returns its
+// result as text.
+func EngineTable(ctx context.Context, e *chdb.Engine, sql string) (*Result, error) {
+	out, err := e.Query(ctx, sql, "TSVWithNamesAndTypes")
+	if err != nil {
+		return nil, err
+	}
+	return parseTSVWithNamesAndTypes(out)
+}
+
+// ReadOnly opens a second connection to the embedded engine that can only
+// read, with bounded time and result size: for queries from outside while
+// the job runs. Close it when done.
+func (b *Backend) ReadOnly(ctx context.Context) (*chdb.Engine, error) {
+	if b.Engine == nil {
+		return nil, fmt.Errorf("read-only connection: not on the embedded engine")
+	}
+	e, err := chdb.Open(ctx, chdb.Options{LibPath: b.lib, DataPath: b.Engine.DataPath()})
+	if err != nil {
+		return nil, fmt.Errorf("read-only connection: %w", err)
+	}
+	// The settings are this connection's session's alone; readonly last,
+	// since it also forbids changing settings.
+	for _, set := range []string{"SET max_execution_time = 60", fmt.Sprintf("SET max_result_rows = %d", maxResultRows),
+		"SET result_overflow_mode = 'throw'", "SET session_timezone = 'UTC'", "SET readonly = 1"} {
+		if err := e.Exec(ctx, set); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("read-only connection: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // text prints a value the way clickhouse-client does for the common types.

@@ -26,7 +26,15 @@ func Registry() *prometheus.Registry {
 // Handler returns the mux with the three endpoints. ready returns nil when the
 // process can do its job, else the reason it cannot.
 func Handler(reg *prometheus.Registry, ready func() error) http.Handler {
+	return HandlerWith(reg, ready, nil)
+}
+
+// HandlerWith is Handler plus more endpoints (path -> handler).
+func HandlerWith(reg *prometheus.Registry, ready func() error, more map[string]http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	for path, h := range more {
+		mux.Handle(path, h)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

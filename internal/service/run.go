@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -20,9 +21,14 @@ type Part func(ctx context.Context) error
 // others and is returned. A part that ends because ctx ended is not a
 // failure.
 func Run(ctx context.Context, log *slog.Logger, listen string, reg *prometheus.Registry, ready func() error, parts ...Part) error {
+	return RunWith(ctx, log, listen, ops.Handler(reg, ready), parts...)
+}
+
+// RunWith is Run with the HTTP handler given (ops.HandlerWith adds endpoints).
+func RunWith(ctx context.Context, log *slog.Logger, listen string, h http.Handler, parts ...Part) error {
 	g, ctx := errgroup.WithContext(ctx)
 	if listen != "" {
-		g.Go(func() error { return ops.Serve(ctx, listen, ops.Handler(reg, ready)) })
+		g.Go(func() error { return ops.Serve(ctx, listen, h) })
 		log.Info("serving /metrics, /healthz, /readyz", "listen", listen)
 	}
 	for _, p := range parts {
