@@ -95,6 +95,15 @@ rules:
 	for _, s := range servers {
 		var rows, distinct, rollup uint64
 		conn := s.Conn(t)
+		// Each table replicates on its own: let the rollup catch up too.
+		for _, table := range []string{"hits_local", "hits_1m_local"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			err := conn.Exec(ctx, "SYSTEM SYNC REPLICA hc."+table)
+			cancel()
+			if err != nil {
+				t.Fatalf("replica %s: sync %s: %v", s.Addr(), table, err)
+			}
+		}
 		if err := conn.QueryRow(context.Background(), "SELECT count(), uniqExact(source_id, offset) FROM hc.hits_local").Scan(&rows, &distinct); err != nil {
 			t.Fatal(err)
 		}

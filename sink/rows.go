@@ -55,22 +55,24 @@ func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]a
 	return nil
 }
 
-// stateTables are the sweeper's state: a read of them must see every write
-// any sweeper made, on whichever replica.
-var stateTables = []string{"crossings", "sweeps"}
+// syncedTables are what a sweep reads: its state, where a read must see
+// every write any sweeper made on whichever replica, and its inputs, where a
+// part another replica has not shipped yet would make a count low and a
+// crossing late (or, past sweep.lateness, missed).
+var syncedTables = []string{"crossings", "sweeps", "hits_touched", "hits_1m", "hits_1d"}
 
 // selectSynced is Select in cluster mode: on one connection, it first syncs
-// the local replica of each state table the query reads (so a sweeper never
-// acts on a state another sweeper has already changed on another replica),
-// then runs the query there; the Distributed tables read this server's
-// replica first (prefer_localhost_replica).
+// the local replica of each of those tables the query reads, then runs the
+// query there; the Distributed tables read this server's replica first
+// (prefer_localhost_replica). While a part exists only on a stopped replica
+// the sync fails, and so does the sweep: it is tried again on schedule.
 func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
 	c, err := s.pinned.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, t := range stateTables {
+	for _, t := range syncedTables {
 		if !strings.Contains(q, s.db+"."+t+" ") && !strings.HasSuffix(q, s.db+"."+t) {
 			continue
 		}
