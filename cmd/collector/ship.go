@@ -29,7 +29,7 @@ func ship(ctx context.Context, cfg *config.Config, log *slog.Logger, migrateOnly
 	if err != nil {
 		return err
 	}
-	if err := service.Run(ctx, log, *cfg.HTTP.Listen, reg, c.Ready, c.Run); err != nil {
+	if err := service.Run(ctx, log, *cfg.HTTP.Listen, reg, c.Ready, service.Part{Name: "collector", Run: c.Run}); err != nil {
 		return err
 	}
 	log.Info("collector stopped cleanly")

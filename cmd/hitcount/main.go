@@ -155,15 +155,15 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 		return err
 	}
 	defer sw.Close()
-	parts := []service.Part{col.Run, sw.Run}
+	parts := []service.Part{{Name: "collector", Run: col.Run}, {Name: "sweeper", Run: sw.Run}}
 	if demo != "" {
-		parts = append(parts, func(ctx context.Context) error { return writeDemo(ctx, demo, demoRate) })
+		parts = append(parts, service.Part{Name: "demo traffic", Run: func(ctx context.Context) error { return writeDemo(ctx, demo, demoRate) }})
 		log.Info("writing live demo traffic", "log", demo, "per_second", demoRate)
 	}
 	if live > 0 {
-		parts = append(parts, func(ctx context.Context) error {
+		parts = append(parts, service.Part{Name: "live view", Run: func(ctx context.Context) error {
 			return liveview.Run(ctx, liveview.Options{DB: b, Database: b.Database(), Every: live, Out: stdout})
-		})
+		}})
 	}
 	ready := func() error { return errors.Join(col.Ready(), sw.Ready()) }
 	listen := *cfg.HTTP.Listen

@@ -32,5 +32,5 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if m.once {
 		return s.Once(ctx, m.dryRun, m.out)
 	}
-	return service.Run(ctx, log, *cfg.HTTP.Listen, reg, s.Ready, s.Run)
+	return service.Run(ctx, log, *cfg.HTTP.Listen, reg, s.Ready, service.Part{Name: "sweeper", Run: s.Run})
 }

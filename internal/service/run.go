@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 
@@ -13,8 +14,11 @@ import (
 )
 
 // Part is one long-running piece of a process (the collector, the sweeper's
-// schedule, a live view); it returns when ctx ends.
-type Part func(ctx context.Context) error
+// schedule, a live view); Run returns when ctx ends.
+type Part struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
 
 // Run runs the parts, and /metrics, /healthz, /readyz on listen ("" for
 // none), until ctx ends or one of them fails; the first failure stops the
@@ -33,16 +37,19 @@ func RunWith(ctx context.Context, log *slog.Logger, listen string, h http.Handle
 	}
 	for _, p := range parts {
 		g.Go(func() error {
-			err := p(ctx)
+			err := p.Run(ctx)
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil
 			}
 			if err == nil && ctx.Err() == nil {
 				// A part that stops on its own stops the process: nothing
 				// here is meant to end before the others.
-				return errors.New("stopped unexpectedly")
+				return fmt.Errorf("%s stopped unexpectedly", p.Name)
 			}
-			return err
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			return nil
 		})
 	}
 	return g.Wait()
