@@ -38,7 +38,7 @@ func RunWith(ctx context.Context, log *slog.Logger, listen string, h http.Handle
 	for _, p := range parts {
 		g.Go(func() error {
 			err := p.Run(ctx)
-			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 				return nil
 			}
 			if err == nil && ctx.Err() == nil {
