@@ -72,9 +72,12 @@ func OpenKeeperClaims(ctx context.Context, o KeeperOptions) (*KeeperClaims, erro
 	if o.Username != "" {
 		if err := conn.AddAuth("digest", []byte(o.Username+":"+o.Password)); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("keeper auth: %w", err)
+			return nil, fmt.Errorf("keeper auth as %s: %w", o.Username, err)
 		}
 		k.acl = zk.DigestACL(zk.PermAll, o.Username, o.Password)
+	} else {
+		o.Logger.Warn("keeper: no credentials (keeper.username, keeper.password_env or password_file): claim nodes are world-writable, anyone who reaches the ensemble can delete or forge claims and so cause duplicate or lost alerts",
+			"root", o.Root)
 	}
 	for _, p := range []string{k.claimsPath(), k.leaderPath()} {
 		if err := k.ensure(p); err != nil {
@@ -82,7 +85,41 @@ func OpenKeeperClaims(ctx context.Context, o KeeperOptions) (*KeeperClaims, erro
 			return nil, err
 		}
 	}
+	if o.Username != "" {
+		for _, p := range []string{k.root, k.claimsPath(), k.leaderPath()} {
+			if err := k.closeWorld(p); err != nil {
+				conn.Close()
+				return nil, err
+			}
+		}
+	}
 	return k, nil
+}
+
+// closeWorld gives the credentials' ACL to a node of hitcount's own (the root
+// and the two paths under it) that the world may write: the nodes a
+// deployment created before it had credentials. Left world-writable, anyone
+// could delete the empty claims node and recreate it open (delete is checked
+// on the parent), undoing the credentials. Nodes with any other ACL were set
+// by an operator and are left alone, and so are the parents above the root,
+// which may be shared.
+func (k *KeeperClaims) closeWorld(p string) error {
+	acl, st, err := k.conn.GetACL(p)
+	if err != nil {
+		return fmt.Errorf("keeper: read ACL of %s: %w", p, err)
+	}
+	open := false
+	for _, a := range acl {
+		open = open || (a.Scheme == "world" && a.Perms&^zk.PermRead != 0)
+	}
+	if !open {
+		return nil
+	}
+	if _, err := k.conn.SetACL(p, k.acl, st.Aversion); err != nil {
+		return fmt.Errorf("keeper: %s is world-writable and its ACL cannot be restricted to the configured user: %w", p, err)
+	}
+	k.log.Info("keeper: restricted a world-writable node to the configured user", "path", p)
+	return nil
 }
 
 func (k *KeeperClaims) claimsPath() string { return path.Join(k.root, "claims") }
