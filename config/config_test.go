@@ -307,8 +307,16 @@ func TestProblems(t *testing.T) {
 			"t.yaml:8:3: smtp.password: a password is not kept in the config file: use password_env (the name of an environment variable) or password_file"}},
 		{"password_env holding a password", "clickhouse: {addr: [h:1], password_env: \"s3cret!\"}\n", []string{
 			"t.yaml:1:41: clickhouse.password_env: must be the name of an environment variable (letters, digits, _), not the password itself"}},
-		{"both password sources", "keeper: {addr: [h:1], password_env: P, password_file: /p}\n", []string{
-			"t.yaml:1:55: keeper.password_file: give password_env or password_file, not both"}},
+		{"both password sources", "keeper: {addr: [h:1], username: u, password_env: P, password_file: /p}\n", []string{
+			"t.yaml:1:68: keeper.password_file: give password_env or password_file, not both"}},
+		{"keeper username without password", "keeper: {addr: [h:1], username: u}\n", []string{
+			"t.yaml:1:33: keeper.username: a username needs password_env or password_file"}},
+		{"keeper password without username", "keeper: {addr: [h:1], password_file: /p}\n", []string{
+			"t.yaml:1:38: keeper.password_file: a password needs keeper.username (digest auth is user:password); without both, claim nodes are world-writable"}},
+		{"keeper credentials misspelt", "keeper: {addr: [h:1], usernme: u, password_env: P}\n", []string{
+			`t.yaml:1:23: keeper.usernme: unknown key (did you mean "username"?)`,
+			"t.yaml:1:49: keeper.password_env: a password needs keeper.username (digest auth is user:password); without both, claim nodes are world-writable"}},
+		{"keeper credentials", "keeper: {addr: [h:1], username: u, password_env: P}\n", nil},
 		{"smtp username without password", "smtp: {host: h, username: u, from: a@b.c}\n", []string{
 			"t.yaml:1:27: smtp.username: a username needs password_env or password_file"}},
 		{"smtp tls none to loopback", "smtp: {host: 127.0.0.1, tls: none, from: a@b.c}\n", nil},
@@ -505,7 +513,7 @@ func TestPassword(t *testing.T) {
 	write("hitcount.yaml", `
 clickhouse: {addr: [h:1], password_file: pw}
 smtp: {host: h, from: a@b.c, username: u, password_env: HC_TEST_PW}
-keeper: {addr: [h:1], password_file: pw-crlf}
+keeper: {addr: [h:1], username: u, password_file: pw-crlf}
 `)
 	c, err := Load(filepath.Join(dir, "hitcount.yaml"))
 	if err != nil {

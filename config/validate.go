@@ -58,6 +58,17 @@ func (d *doc) validate(c *Config) {
 		}
 		d.duration(k.SessionTimeout, "keeper.session_timeout", time.Second, 0)
 		d.secretSource(k.PasswordEnv, k.PasswordFile, "keeper")
+		// Digest auth is user:password: one without the other would
+		// silently leave the claim nodes world-writable.
+		hasPassword := k.PasswordEnv != "" || k.PasswordFile != ""
+		switch {
+		case k.Username != "" && !hasPassword:
+			d.addf("keeper.username", "a username needs password_env or password_file")
+		case k.Username == "" && k.PasswordEnv != "":
+			d.addf("keeper.password_env", "a password needs keeper.username (digest auth is user:password); without both, claim nodes are world-writable")
+		case k.Username == "" && k.PasswordFile != "":
+			d.addf("keeper.password_file", "a password needs keeper.username (digest auth is user:password); without both, claim nodes are world-writable")
+		}
 	}
 	if s := c.SMTP; s != nil {
 		d.validateSMTP(s)
