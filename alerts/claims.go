@@ -47,11 +47,14 @@ type LocalClaims struct {
 
 // OpenLocalClaims takes the lock file in dir.
 func OpenLocalClaims(dir string, now func() time.Time) (*LocalClaims, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The state directory also holds the collector's positions hint (names
+	// of access logs): created private; one that exists keeps the mode its
+	// operator gave it.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local claims: %w", err)
 	}
 	path := filepath.Join(dir, "sweeper.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("local claims: %w", err)
 	}

@@ -83,7 +83,11 @@ func (o Outbox) Send(_ context.Context, m *Message) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+	// Messages quote access logs (paths, hosts), which are adm-only on most
+	// systems: a directory created here is private and so is every file. A
+	// directory that exists keeps its mode: an operator may give a group
+	// (a mail pickup, say) access on purpose.
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return true, fmt.Errorf("outbox: %w", err)
 	}
 	var buf bytes.Buffer
@@ -91,11 +95,21 @@ func (o Outbox) Send(_ context.Context, m *Message) (bool, error) {
 		return false, fmt.Errorf("outbox: %w", err)
 	}
 	path := filepath.Join(o.Dir, m.Key+".eml")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+	// A new temporary file each time (0600): a leftover of a crash, whatever
+	// its mode, is never written into and renamed over the message.
+	tmp, err := os.CreateTemp(o.Dir, m.Key+".eml.tmp*")
+	if err != nil {
 		return true, fmt.Errorf("outbox: %w", err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		tmp.Close()
+		return true, fmt.Errorf("outbox: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return true, fmt.Errorf("outbox: write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return true, fmt.Errorf("outbox: %w", err)
 	}
 	return false, nil

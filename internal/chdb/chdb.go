@@ -47,7 +47,11 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
-	if err := os.MkdirAll(dataPath, 0o755); err != nil {
+	// The data holds copies of access logs, which are adm-only on most
+	// systems: a directory created here is private. One that exists keeps
+	// its mode (an operator may give a group access on purpose), and what the
+	// engine creates inside is behind this one.
+	if err := os.MkdirAll(dataPath, 0o700); err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
 	args := append([]string{"clickhouse", "--path=" + dataPath}, opts.ExtraArgs...)

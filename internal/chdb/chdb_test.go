@@ -267,3 +267,40 @@ func TestSecondProcessRefused(t *testing.T) {
 		t.Errorf("EXISTS TABLE held: got %q, want the helper's table", got)
 	}
 }
+
+// A data directory the engine creates is private (0700): it holds copies of
+// access logs, which are adm-only on most systems. A directory that exists
+// keeps the mode its operator gave it (group access may be on purpose).
+func TestDataDirMode(t *testing.T) {
+	fresh := filepath.Join(t.TempDir(), "data")
+	e := open(t, fresh)
+	exec1(t, e, "CREATE TABLE t (k UInt32) ENGINE = MergeTree ORDER BY k")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := perm(t, fresh); m != 0o700 {
+		t.Errorf("new data directory: mode %v, want 0700", m)
+	}
+	existing := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(existing, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(existing, 0o750); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if err := open(t, existing).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := perm(t, existing); m != 0o750 {
+		t.Errorf("existing data directory: mode %v, want 0750 as the operator left it", m)
+	}
+}
+
+func perm(t *testing.T, p string) os.FileMode {
+	t.Helper()
+	st, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Mode().Perm()
+}
