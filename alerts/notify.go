@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	gomail "github.com/wneessen/go-mail"
 )
@@ -39,17 +40,17 @@ type SenderFunc func(ctx context.Context, m *Message) (bool, error)
 // Send implements Sender.
 func (f SenderFunc) Send(ctx context.Context, m *Message) (bool, error) { return f(ctx, m) }
 
-// headerSafe makes text from the network (paths, hosts) safe for a header: no
-// CR or LF can start a new header line, and the length stays sane.
+// headerSafe makes text from the network (paths, hosts) safe for a header:
+// control characters are escaped (textSafe), so no CR or LF can start a new
+// header line, and the length stays sane (cut at a character boundary).
 func headerSafe(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' || r == 0 {
-			return ' '
-		}
-		return r
-	}, s)
+	s = textSafe(s)
 	if len(s) > 200 {
-		s = s[:200] + "..."
+		cut := 200
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }

@@ -86,10 +86,13 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 			r.pathMatch = func(path string) bool { return path == p }
 		}
 		var err error
-		if r.Subject, err = texttemplate.New("subject").Parse(orDefault(cr.Subject, defaultSubject)); err != nil {
+		// Page text comes from logs: every value printed into the subject
+		// or the plain-text body is escaped (parseText); the HTML part is
+		// escaped by html/template.
+		if r.Subject, err = parseText("subject", orDefault(cr.Subject, defaultSubject)); err != nil {
 			return nil, fmt.Errorf("rule %s: subject: %w", cr.Name, err)
 		}
-		if r.Text, err = texttemplate.New("text").Parse(orDefault(cr.Text, defaultText)); err != nil {
+		if r.Text, err = parseText("text", orDefault(cr.Text, defaultText)); err != nil {
 			return nil, fmt.Errorf("rule %s: text: %w", cr.Name, err)
 		}
 		if r.HTML, err = htmltemplate.New("html").Parse(orDefault(cr.HTML, defaultHTML)); err != nil {
