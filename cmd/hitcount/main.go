@@ -6,7 +6,7 @@
 // Standalone mode is one process because the embedded engine serves its data
 // directory to one process only: the collector and the sweeper must share
 // it, and so must the live view. While it runs, `hitcount query` asks it
-// over its loopback ops listener (POST /query, read-only). The separate collector and sweeper commands
+// over a Unix socket in its state directory (read-only, see queryhttp). The separate collector and sweeper commands
 // are for a ClickHouse server, where each can run (and scale) on its own.
 package main
 
@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/ops"
 	"github.com/hitcount/hitcount/internal/queryhttp"
+	"github.com/hitcount/hitcount/internal/readonlysql"
 	"github.com/hitcount/hitcount/internal/service"
 	"github.com/hitcount/hitcount/internal/tableout"
 )
@@ -166,30 +166,49 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 		}})
 	}
 	ready := func() error { return errors.Join(col.Ready(), sw.Ready()) }
-	listen := *cfg.HTTP.Listen
-	more := map[string]http.Handler{}
-	if b.Embedded && queryhttp.Loopback(listen) {
+	if b.Embedded {
 		// No other process can open the engine while this one runs: serve
-		// read-only SQL to `hitcount query`, on loopback only.
-		ro, err := b.ReadOnly(ctx)
+		// read-only SQL to `hitcount query` of the same user, on a Unix
+		// socket (see queryhttp for why not TCP).
+		p, err := querySocket(ctx, b, cfg.Resolve(cfg.StateDir))
 		if err != nil {
 			return err
 		}
-		defer ro.Close()
-		more["/query"] = queryhttp.Handler(func(ctx context.Context, sql string) ([]string, []string, [][]string, error) {
-			res, err := backend.EngineTable(ctx, ro, sql)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			return res.Columns, res.Types, res.Rows, nil
-		})
-		log.Info("serving read-only SQL for hitcount query", "url", "http://"+listen+"/query")
+		parts = append(parts, p)
+		log.Info("serving read-only SQL for hitcount query", "socket", queryhttp.SocketPath(cfg.Resolve(cfg.StateDir)))
 	}
-	if err := service.RunWith(ctx, log, listen, ops.HandlerWith(reg, ready, more), parts...); err != nil {
+	if err := service.RunWith(ctx, log, *cfg.HTTP.Listen, ops.Handler(reg, ready), parts...); err != nil {
 		return err
 	}
 	log.Info("stopped cleanly")
 	return nil
+}
+
+// querySocket is the part that answers `hitcount query` while the job runs:
+// each statement checked by the engine's own parser and run on a fresh
+// read-only session with time, memory and result limits, two at a time.
+func querySocket(ctx context.Context, b *backend.Backend, stateDir string) (service.Part, error) {
+	open := func(ctx context.Context) (readonlysql.Session, error) { return b.ReadOnly(ctx) }
+	srv, err := readonlysql.NewServer(ctx, open, 2)
+	if err != nil {
+		return service.Part{}, err
+	}
+	ln, err := queryhttp.Listen(stateDir)
+	if err != nil {
+		return service.Part{}, err
+	}
+	h := queryhttp.Handler(func(ctx context.Context, sql string) ([]string, []string, [][]string, error) {
+		out, err := srv.Run(ctx, sql, "TSVWithNamesAndTypes")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		res, err := backend.ParseTSVWithNamesAndTypes(out)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return res.Columns, res.Types, res.Rows, nil
+	})
+	return service.Part{Name: "query socket", Run: func(ctx context.Context) error { return ops.ServeListener(ctx, ln, h) }}, nil
 }
 
 func writeDemo(ctx context.Context, path string, rate int) error {
@@ -249,9 +268,9 @@ func runQuery(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return 2
 	}
 	b, err := backend.Open(ctx, cfg, log)
-	if errors.Is(err, chdb.ErrDataDirLocked) && queryhttp.Loopback(*cfg.HTTP.Listen) {
+	if errors.Is(err, chdb.ErrDataDirLocked) {
 		// A running `hitcount run` holds the engine: ask it.
-		qerr := queryhttp.Query(ctx, *cfg.HTTP.Listen, sql, *format, stdout)
+		qerr := queryhttp.Query(ctx, queryhttp.SocketPath(cfg.Resolve(cfg.StateDir)), sql, *format, stdout)
 		var unreachable *queryhttp.UnreachableError
 		switch {
 		case errors.As(qerr, &unreachable):

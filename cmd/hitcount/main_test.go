@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hitcount/hitcount/internal/embedded"
 	"github.com/hitcount/hitcount/internal/loggen"
+	"github.com/hitcount/hitcount/internal/queryhttp"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -205,9 +207,10 @@ func TestMoveToServer(t *testing.T) {
 }
 
 // While `hitcount run` holds the embedded engine in its process, `hitcount
-// query` from another process gets its answers from the job's loopback ops
-// listener, read-only: the counts grow as the job ships, and a write, a
-// setting change or INTO OUTFILE is refused.
+// query` from another process gets its answers from the job's query socket:
+// the counts grow as the job ships, and everything a reviewer used to write
+// or read files, reach other servers or exhaust memory through it is
+// refused, from the command, from a web page and from another local user.
 func TestQueryWhileRunning(t *testing.T) {
 	testenv.RequireChdb(t)
 	dir := t.TempDir()
@@ -274,17 +277,102 @@ rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [
 			t.Fatalf("the running job never answered %q (last: %q, %q)", want, out, errOut)
 		}
 	}
+	target := filepath.Join(dir, "bashrc")
 	for _, c := range []struct{ sql, why string }{
-		{"INSERT INTO hitcount.sweeps (owner) VALUES ('x')", "readonly"},
-		{"SET readonly = 0", "readonly"},
-		{"DROP TABLE hitcount.hits", "readonly"},
-		{"SELECT 1 INTO OUTFILE '" + filepath.Join(dir, "x.tsv") + "'", "INTO OUTFILE"},
+		{"INSERT INTO hitcount.sweeps (owner) VALUES ('x')", "refused"},
+		{"SET readonly = 0", "refused"},
+		{"DROP TABLE hitcount.hits", "refused"},
+		{"SELECT 1 INTO OUTFILE '" + target + "'", "refused"},
+		{"SELECT 'echo pwned' INTO/**/OUTFILE '" + target + "' APPEND", "refused"},
+		{"SELECT 'echo pwned' INTO -- x\nOUTFILE '" + target + "' TRUNCATE", "refused"},
+		{"SELECT 1; SELECT 2 INTO OUTFILE '" + target + "'", "multi-statements"},
+		{"SELECT file('/etc/passwd')", "function file"},
+		{"SELECT * FROM file('/proc/self/environ', RawBLOB)", "function file"},
+		{"SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')", "function url"},
+		// The session's memory cap: this needs 800 MB.
+		{"SELECT length(groupArray(number)) FROM numbers(100000000)", "memory"},
 	} {
-		if out, errOut, code := query(c.sql); code != 1 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(c.why)) {
+		if out, errOut, code := query(c.sql); code != 1 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(c.why)) || strings.Contains(out, "root:") {
 			t.Errorf("%s: exit %d, %q %q; want it refused (%s)", c.sql, code, out, errOut, c.why)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "x.tsv")); err == nil {
+	if _, err := os.Stat(target); err == nil {
 		t.Error("INTO OUTFILE wrote a file")
+	}
+	// A web page the operator visits posts text/plain cross-origin (no
+	// preflight) to the ops port: nothing there runs SQL.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+listen+"/query", strings.NewReader("SELECT 1 INTO OUTFILE '"+target+"'"))
+	req.Header.Set("Content-Type", "text/plain")
+	req.Header.Set("Origin", "http://attacker.example")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("cross-origin POST /query on the ops port: %d %q; want 404 (not served on TCP)", resp.StatusCode, body)
+		}
+	}
+	// On the socket itself: a request with an Origin, or for another Host
+	// (a rebound name), is refused.
+	sock := queryhttp.SocketPath(filepath.Join(dir, "state"))
+	onSocket := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	for _, h := range []struct{ url, origin string }{
+		{"http://localhost/query", "http://attacker.example"},
+		{"http://attacker.example/query", ""},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, h.url, strings.NewReader("SELECT 1"))
+		req.Header.Set("Content-Type", "text/plain")
+		if h.origin != "" {
+			req.Header.Set("Origin", h.origin)
+		}
+		resp, err := onSocket.Do(req)
+		if err != nil {
+			t.Fatalf("socket: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s with Origin %q on the socket: %d; want 403", h.url, h.origin, resp.StatusCode)
+		}
+	}
+	// Another local user cannot use it: not through the directory (0700),
+	// and not even when the modes are loosened (the peer's uid is checked).
+	if os.Geteuid() == 0 {
+		asNobody := func() string {
+			cmd := exec.Command("/usr/bin/python3", "-c", `import socket,sys
+s=socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect:", e.strerror); sys.exit(0)
+try:
+    s.sendall(b"POST /query HTTP/1.0\r\nHost: localhost\r\nContent-Length: 8\r\n\r\nSELECT 1")
+    print("answer:", s.recv(4096).decode(errors="replace"))
+except OSError as e:
+    print("answer:", e.strerror)`, sock)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("python3 as nobody: %v: %s", err, out)
+			}
+			return string(out)
+		}
+		// nobody must be able to reach the directory's parent for the
+		// first case to test the socket directory's own mode.
+		for p := filepath.Dir(filepath.Dir(sock)); p != "/"; p = filepath.Dir(p) {
+			os.Chmod(p, 0o755)
+		}
+		out := asNobody()
+		t.Logf("another user on the socket: %s", out)
+		if !strings.Contains(out, "connect: Permission denied") {
+			t.Errorf("another user on the socket: %q; want permission denied", out)
+		}
+		os.Chmod(filepath.Dir(sock), 0o755)
+		os.Chmod(sock, 0o666)
+		out = asNobody()
+		t.Logf("another user on a loosened socket: %s", out)
+		if !strings.HasPrefix(out, "answer:") || strings.Contains(out, "HTTP/") {
+			t.Errorf("another user on a loosened socket: %q; want the connection closed unanswered", out)
+		}
 	}
 }

@@ -1,18 +1,29 @@
-// Package queryhttp serves read-only SQL over HTTP from a running standalone
-// job (POST /query on its ops listener), because its embedded engine admits
-// no other process; and it is the client `hitcount query` falls back to.
+// Package queryhttp serves read-only SQL from a running standalone job to
+// `hitcount query` (its embedded engine admits no other process), and is the
+// client that command falls back to.
+//
+// It is served on a Unix socket in a 0700 directory under state_dir, never on
+// TCP. A loopback TCP port is reachable by every local user and by every web
+// page the operator's browser opens (a cross-origin text/plain POST needs no
+// preflight; DNS rebinding defeats any Host check); a token in a 0600 file
+// would close that too, but a socket whose directory only the job's user can
+// enter needs no secret to keep, rotate or leak, and the kernel tells us who
+// connected (SO_PEERCRED), which is checked as well.
 package queryhttp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/hitcount/hitcount/internal/tableout"
 )
@@ -23,18 +34,33 @@ type Runner func(ctx context.Context, sql string) (columns, types []string, rows
 // maxSQL bounds a request body.
 const maxSQL = 1 << 20
 
-// intoOutfile would let a caller write files as the job's user.
-var intoOutfile = regexp.MustCompile(`(?i)\binto\s+outfile\b`)
+// SocketPath is where a job with this state directory serves queries.
+func SocketPath(stateDir string) string {
+	return filepath.Join(stateDir, "query", "hitcount.sock")
+}
 
 // Handler serves POST /query: the body is the statement, ?format= one of
-// tableout.Formats (table by default). The runner must be read-only; this
-// handler only refuses what a read-only session still allows and must not
-// (INTO OUTFILE).
+// tableout.Formats (table by default). The runner decides what it runs (see
+// readonlysql); this handler refuses whatever a browser could have sent.
 func Handler(run Runner) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Browsers send Origin on every cross-origin POST; hitcount query
+		// never does. A Host other than loopback is a rebound name.
+		if r.Header.Get("Origin") != "" {
+			http.Error(w, "requests from web pages are refused", http.StatusForbidden)
+			return
+		}
+		if !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("host %q refused: only localhost", r.Host), http.StatusForbidden)
+			return
+		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "POST the SQL statement as the body", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path != "/query" {
+			http.NotFound(w, r)
 			return
 		}
 		format := r.URL.Query().Get("format")
@@ -50,13 +76,9 @@ func Handler(run Runner) http.Handler {
 			http.Error(w, "read the statement: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		sql := strings.TrimSuffix(strings.TrimSpace(string(body)), ";")
+		sql := strings.TrimSpace(string(body))
 		if sql == "" {
 			http.Error(w, "no SQL in the body", http.StatusBadRequest)
-			return
-		}
-		if intoOutfile.MatchString(sql) {
-			http.Error(w, "INTO OUTFILE is not served over HTTP: stop the job and use hitcount query", http.StatusBadRequest)
 			return
 		}
 		cols, types, rows, err := run(r.Context(), sql)
@@ -72,31 +94,118 @@ func Handler(run Runner) http.Handler {
 	})
 }
 
-// Loopback reports whether listen (host:port) is on a loopback address:
-// the endpoint is served only there.
-func Loopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
+// loopbackHost reports whether a Host header names this machine's loopback.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	if host == "localhost" {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
 
-// Query sends sql to the /query endpoint at listen and writes the answer to
-// out.
-func Query(ctx context.Context, listen, sql, format string, out io.Writer) error {
-	u := "http://" + listen + "/query?format=" + url.QueryEscape(format)
+// Listen opens the query socket of a job with this state directory. The
+// directory is created 0700 (and made 0700 if it exists: it is the job's
+// own); a socket left by a job that died is replaced, one that answers is
+// another job's and is an error.
+func Listen(stateDir string) (net.Listener, error) {
+	path := SocketPath(stateDir)
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("query socket: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("query socket: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("query socket: %s is not a directory of this user (uid %d): refusing to serve SQL from it", dir, os.Geteuid())
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("query socket: %w", err)
+		}
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("query socket %s: another job answers on it (same state_dir?)", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("query socket: remove the stale one: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("query socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("query socket: %w", err)
+	}
+	return &peerListener{Listener: ln}, nil
+}
+
+// peerListener accepts only connections from this user or root: the
+// directory's mode already keeps others out; this holds even if an operator
+// loosens it.
+type peerListener struct{ net.Listener }
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		uid, err := peerUID(c)
+		if err == nil && (uid == uint32(os.Geteuid()) || uid == 0) {
+			return c, nil
+		}
+		c.Close()
+	}
+}
+
+func peerUID(c net.Conn) (uint32, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return 0, errors.New("not a unix connection")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	return cred.Uid, nil
+}
+
+// Query sends sql to the job serving on socket and writes the answer to out.
+func Query(ctx context.Context, socket, sql, format string, out io.Writer) error {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}
+	u := "http://localhost/query?format=" + url.QueryEscape(format)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(sql))
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Content-Type", "application/sql")
+	resp, err := client.Do(req)
 	if err != nil {
-		return &UnreachableError{URL: u, Err: err}
+		return &UnreachableError{Socket: socket, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -107,14 +216,14 @@ func Query(ctx context.Context, listen, sql, format string, out io.Writer) error
 	return err
 }
 
-// UnreachableError says no job answered at the endpoint.
+// UnreachableError says no job answered on the socket.
 type UnreachableError struct {
-	URL string
-	Err error
+	Socket string
+	Err    error
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("and no running job answers at %s (%v)", e.URL, e.Err)
+	return fmt.Sprintf("and no running job answers on %s (%v)", e.Socket, e.Err)
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
