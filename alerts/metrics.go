@@ -15,6 +15,12 @@ type Metrics struct {
 	Emails        *prometheus.CounterVec
 	Waiting       prometheus.Gauge
 	LastSweepTime prometheus.Gauge
+	// RuleErrors counts, by rule, the queries that failed for a reason no
+	// retry can fix (one page's, or the rule's own): recorded and skipped so
+	// the other rules and pages go on.
+	RuleErrors *prometheus.CounterVec
+	// PagesSkipped counts touched pages not counted at all, by reason.
+	PagesSkipped *prometheus.CounterVec
 }
 
 // NewMetrics registers the series on reg.
@@ -27,8 +33,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Emails:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_emails_total", Help: "Emails by result: sent, retried, failed."}, []string{"result"}),
 		Waiting:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_crossings_waiting", Help: "Crossings recorded and not sent yet after the last sweep."}),
 		LastSweepTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_last_sweep_timestamp_seconds", Help: "When the last sweep finished."}),
+		RuleErrors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_rule_errors_total", Help: "Queries of a rule that failed for good (the page or the rule is skipped; other rules go on)."}, []string{"rule"}),
+		PagesSkipped:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_pages_skipped_total", Help: "Touched pages never counted, by reason (path_too_long)."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime)
+	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime, m.RuleErrors, m.PagesSkipped)
 	return m
 }
 
@@ -65,6 +73,18 @@ func (m *Metrics) failed() {
 func (m *Metrics) waiting(n int) {
 	if m != nil {
 		m.Waiting.Set(float64(n))
+	}
+}
+
+func (m *Metrics) ruleError(rule string) {
+	if m != nil {
+		m.RuleErrors.WithLabelValues(rule).Inc()
+	}
+}
+
+func (m *Metrics) skipped(reason string, n int) {
+	if m != nil {
+		m.PagesSkipped.WithLabelValues(reason).Add(float64(n))
 	}
 }
 

@@ -58,10 +58,13 @@ func NewStore(db DB, name string) *Store { return &Store{db: db, dbName: name} }
 type Touch struct {
 	Site, Path string
 	Minute     time.Time
+	Long       bool // the path is longer than maxPath; Path is its start (TouchedPage)
 }
 
-// Touched lists the (page, minute) pairs ingested in [lo, hi]: what a sweep
-// must look at. Its cost follows the pages touched, not the hits stored.
+// Touched lists all the (page, minute) pairs ingested in [lo, hi] at once,
+// for tools and tests; its cost follows the pages touched, not the hits
+// stored. The sweeper reads them in bounded pages (TouchedPage): requests
+// decide how many there are and how long their paths.
 func (s *Store) Touched(ctx context.Context, lo, hi time.Time) ([]Touch, error) {
 	var out []Touch
 	err := s.db.Select(ctx, "SELECT site, path, minute FROM "+s.dbName+".hits_touched WHERE ingested >= toDateTime(?) AND ingested <= toDateTime(?) GROUP BY site, path, minute",
@@ -77,6 +80,86 @@ func (s *Store) Touched(ctx context.Context, lo, hi time.Time) ([]Touch, error) 
 		return nil, fmt.Errorf("read touched pages: %w", err)
 	}
 	return out, nil
+}
+
+// TouchedPage is one page of the (page, minute) pairs ingested in [lo, hi], in
+// a fixed order (site, path, minute), starting at offset: how a sweep reads
+// its input in bounded pieces (see Options.MaxTouched). Grouping over every
+// ingested minute makes the order stable: rows ingested while a sweep pages
+// through only add pairs, which shifts later pairs to higher offsets (read
+// twice, harmless) and never skips one; merges change nothing once grouped.
+//
+// A path longer than maxPath comes back cut to its first 256 bytes with
+// Long set: the sweeper does not count such pages (see maxPath), and reading
+// them whole would let a few requests fill its memory.
+func (s *Store) TouchedPage(ctx context.Context, lo, hi time.Time, offset, limit int) ([]Touch, error) {
+	var out []Touch
+	q := "SELECT site, if(length(path) <= ?, path, substring(path, 1, 256)), length(path), minute FROM " + s.dbName +
+		".hits_touched WHERE ingested >= toDateTime(?) AND ingested <= toDateTime(?) GROUP BY site, path, minute ORDER BY site, path, minute LIMIT ?, ?"
+	err := s.db.Select(ctx, q, []any{uint64(maxPath), lo.Unix(), hi.Unix(), uint64(offset), uint64(limit)}, func(scan func(...any) error) error {
+		var t Touch
+		var n uint64
+		if err := scan(&t.Site, &t.Path, &n, &t.Minute); err != nil {
+			return err
+		}
+		t.Long = n > maxPath
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read touched pages: %w", err)
+	}
+	return out, nil
+}
+
+// maxPath is the longest path the sweeper counts, in bytes. Longer request
+// lines than this are refused by nginx (8 KiB) and Apache (8190 bytes) in
+// their default configuration, so a longer path is almost surely hostile; and
+// a path must fit in one count query (maxBound) with room to spare. Pages
+// with longer paths are skipped, logged and counted
+// (hitcount_sweeper_pages_skipped_total), never alerted on.
+const maxPath = 16 << 10
+
+// maxBound is the most literal text (quotes and escapes included) that one
+// query binds from the data: paths, crossing keys. Both stores send SQL text
+// (the server driver and the embedded engine bind ? as literals) and both
+// refuse a query over max_query_size, 256 KiB by default; a quarter of that
+// leaves room for the rest of the query and for a server configured lower.
+// A query whose bound values come from requests must be cut to this size, or
+// a few long URLs make it fail on every sweep.
+const maxBound = 64 << 10
+
+// literalSize is the length of s as a quoted SQL string literal at most: each
+// byte the binders escape (backslash, quote, NUL) takes two.
+func literalSize(s string) int {
+	n := len(s) + 4 // the quotes and the ", " between elements
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\', '\'', 0:
+			n++
+		}
+	}
+	return n
+}
+
+// chunks cuts vals into consecutive runs whose literals fit in budget bytes
+// together. A single value over budget is a run of its own (its query is
+// then likely to fail, alone, where the caller can tell which value it was).
+func chunks(vals []string, budget int) [][]string {
+	var out [][]string
+	start, size := 0, 0
+	for i, v := range vals {
+		n := literalSize(v)
+		if i > start && size+n > budget {
+			out = append(out, vals[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(vals) {
+		out = append(out, vals[start:])
+	}
+	return out
 }
 
 // inSet binds strings as a tuple for IN (a []string would bind as an array).
@@ -112,8 +195,23 @@ func filters(r *Rule) (string, []any) {
 
 // Counts returns the hits of each path of a site in [from, to) for a windowed
 // rule (from the per-minute rollup), or over all time for a lifetime rule (from
-// the per-day rollup).
+// the per-day rollup). Paths are bound maxBound bytes per query at most,
+// however many and however long they are.
 func (s *Store) Counts(ctx context.Context, r *Rule, site string, paths []string, from, to time.Time) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, part := range chunks(paths, maxBound) {
+		if err := s.counts(ctx, r, site, part, from, to, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// counts adds the counts of paths to out, in one query.
+func (s *Store) counts(ctx context.Context, r *Rule, site string, paths []string, from, to time.Time, out map[string]int64) error {
+	if len(paths) == 0 {
+		return nil
+	}
 	f, fargs := filters(r)
 	var q string
 	// IN with a tuple, not has(array, path): IN uses the primary key, so the
@@ -125,7 +223,6 @@ func (s *Store) Counts(ctx context.Context, r *Rule, site string, paths []string
 	} else {
 		q = "SELECT path, sum(hits) FROM " + s.dbName + ".hits_1d WHERE site = ? AND path IN ?" + f + " GROUP BY path"
 	}
-	out := map[string]int64{}
 	err := s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
 		var p string
 		var n uint64
@@ -136,9 +233,9 @@ func (s *Store) Counts(ctx context.Context, r *Rule, site string, paths []string
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count hits for rule %s: %w", r.Name, err)
+		return fmt.Errorf("count hits of %d pages for rule %s: %w", len(paths), r.Name, err)
 	}
-	return out, nil
+	return nil
 }
 
 // Point is one interval of a page's series.
@@ -165,7 +262,7 @@ func (s *Store) Series(ctx context.Context, r *Rule, site, path string, from, to
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read series of %s: %w", path, err)
+		return nil, fmt.Errorf("read series of %s: %w", clip(path), err)
 	}
 	return out, nil
 }
@@ -219,12 +316,16 @@ func (s *Store) Latest(ctx context.Context, keys []string) (map[string]Row, erro
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := s.latest(ctx, " WHERE key IN ?", "", inSet(keys))
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range rows {
-		out[r.Key()] = r
+	// Keys are short hashes, but a sweep can ask about any number of them
+	// (every crossing its touched pages make): cut like the paths of Counts.
+	for _, part := range chunks(keys, maxBound) {
+		rows, err := s.latest(ctx, " WHERE key IN ?", "", inSet(part))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out[r.Key()] = r
+		}
 	}
 	return out, nil
 }

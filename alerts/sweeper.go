@@ -25,6 +25,12 @@ type Options struct {
 	Logger       *slog.Logger
 	Metrics      *Metrics
 	Now          func() time.Time
+	// MaxTouched is how many touched (page, minute) pairs one pass reads and
+	// counts [5000]. A bigger backlog is read over several passes (Result.More)
+	// before the watermark moves, so what a pass holds in memory, and how long
+	// it goes without sending, stay bounded whatever requests arrive: with
+	// paths cut at 16 KiB (longer ones are not counted), ~80 MiB at most.
+	MaxTouched int
 	// Fault, when set, is called after each step of sending a crossing
 	// ("recorded", "claimed", "sent", "marked") so tests can crash there.
 	Fault func(step string)
@@ -38,6 +44,20 @@ type Sweeper struct {
 	sender Sender
 	o      Options
 	last   uint64 // last version written, to keep versions strictly increasing
+	round  *round // the scan the next pass continues, nil when it starts one
+}
+
+// round is one scan of hits_touched from the watermark (less the lateness) to
+// a fixed end, read MaxTouched pairs per pass. It lives in memory only, and
+// that is enough: the watermark moves to hi once the last page is counted, so
+// a process that dies mid-round starts the scan over from the old watermark
+// (redoing work, never skipping any; crossings already recorded are known by
+// key and not recorded twice). A stored cursor would save the redo, but needs
+// a column the sweeps table does not have, and a cursor naming a path would
+// itself be attacker-sized text to bind.
+type round struct {
+	lo, hi time.Time
+	offset int // pairs of [lo, hi] already counted and recorded
 }
 
 // NewSweeper returns a sweeper.
@@ -50,6 +70,9 @@ func NewSweeper(store *Store, rules []*Rule, claims Claimer, sender Sender, o Op
 	}
 	if o.MaxCrossings <= 0 {
 		o.MaxCrossings = 1000
+	}
+	if o.MaxTouched <= 0 {
+		o.MaxTouched = 5000
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 5
@@ -75,7 +98,7 @@ type Result struct {
 	Sent     int
 	Failed   int
 	Pending  int  // crossings still waiting after this pass
-	More     bool // MaxCrossings was reached: run again at once
+	More     bool // MaxCrossings was reached, or touched pages are left to read: run again at once
 }
 
 // retryAfter is how long a crossing whose email failed waits before the next
@@ -98,54 +121,53 @@ func (s *Sweeper) version() uint64 {
 	return v
 }
 
-// Sweep runs one pass: detect crossings among the pages touched since the
-// last watermark (minus the allowed lateness), record the new ones, then
-// claim, re-check, send and mark each pending one.
+// Sweep runs one pass: detect crossings among the next MaxTouched pages
+// touched since the last watermark (minus the allowed lateness), record the
+// new ones, then claim, re-check, send and mark each pending one. The pass
+// that reads the last touched page records the new watermark; until then
+// Result.More asks for another pass at once.
+//
+// Pages and rules fail alone: a count query that no retry can fix is logged,
+// counted by rule (hitcount_sweeper_rule_errors_total) and skipped, and the
+// watermark still advances (see count). Errors that may pass (the store is
+// down, a timeout) are retried a few times, then fail the pass; the round is
+// kept, so the next pass resumes where this one stopped.
 func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
+	if s.o.DryRun {
+		return s.dryRun(ctx)
+	}
 	var res Result
 	t0 := s.o.Now()
-	hi := t0
-	wm, ok, err := s.store.Watermark(ctx)
-	if err != nil {
-		return res, err
-	}
-	lo := hi.Add(-s.o.Lateness)
-	if ok {
-		lo = wm.Add(-s.o.Lateness)
-	}
-	found, err := s.detect(ctx, lo, hi)
-	if err != nil {
-		return res, err
-	}
-	// Record only what the state table does not have yet.
-	keys := make([]string, len(found))
-	for i := range found {
-		keys[i] = found[i].Key()
-	}
-	known, err := s.store.Latest(ctx, keys)
-	if err != nil {
-		return res, err
-	}
-	var fresh []Row
-	for _, r := range found {
-		if _, ok := known[r.Key()]; !ok {
-			r.State, r.Version, r.Owner, r.MsgID, r.Updated = StateDetected, s.version(), s.o.Owner, r.MessageID(domainOf(s.o.From)), s.o.Now()
-			fresh = append(fresh, r)
+	if s.round == nil {
+		rd, err := s.newRound(ctx, t0)
+		if err != nil {
+			return res, err
 		}
+		s.round = rd
+	}
+	rd := s.round
+	touched, err := s.store.TouchedPage(ctx, rd.lo, rd.hi, rd.offset, s.o.MaxTouched)
+	if err != nil {
+		return res, err
+	}
+	found, err := s.detect(ctx, touched)
+	if err != nil {
+		return res, err
+	}
+	fresh, err := s.unrecorded(ctx, found, nil)
+	if err != nil {
+		return res, err
 	}
 	res.Detected = fresh
-	if s.o.DryRun {
-		pending, err := s.store.Pending(ctx)
-		res.Pending = len(pending) + len(fresh)
-		return res, err
-	}
 	if err := s.store.Write(ctx, fresh); err != nil {
 		return res, err
 	}
+	rd.offset += len(touched)
 	s.o.Metrics.crossings(len(fresh))
 	if len(fresh) > 0 {
 		s.o.Fault("recorded")
 	}
+	finished := len(touched) < s.o.MaxTouched
 
 	pending, err := s.store.Pending(ctx)
 	if err != nil {
@@ -171,59 +193,88 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	}
 	res.Pending = max(0, len(pending)-res.Sent-res.Failed)
 	s.o.Metrics.waiting(res.Pending)
-	if err := s.store.Finish(ctx, hi, s.o.Owner, len(fresh), res.Sent); err != nil {
-		return res, err
+	if finished {
+		if err := s.store.Finish(ctx, rd.hi, s.o.Owner, len(fresh), res.Sent); err != nil {
+			return res, err
+		}
+		s.round = nil
+	} else {
+		res.More = true
 	}
 	s.o.Metrics.sweep(s.o.Now().Sub(t0))
 	return res, nil
 }
 
-// detect computes the crossings of every rule among the touched pages.
-func (s *Sweeper) detect(ctx context.Context, lo, hi time.Time) ([]Row, error) {
-	touched, err := s.store.Touched(ctx, lo, hi)
+// newRound starts a scan at the watermark, less the lateness, up to now.
+func (s *Sweeper) newRound(ctx context.Context, now time.Time) (*round, error) {
+	wm, ok, err := s.store.Watermark(ctx)
 	if err != nil {
 		return nil, err
 	}
-	type group struct {
-		site  string
-		start time.Time
+	lo := now.Add(-s.o.Lateness)
+	if ok {
+		lo = wm.Add(-s.o.Lateness)
 	}
-	var out []Row
-	for _, r := range s.rules {
-		// Pages of each window that got hits, per site.
-		windows := map[group]map[string]bool{}
-		for _, t := range touched {
-			if !r.Matches(t.Site, t.Path) {
-				continue
-			}
-			g := group{t.Site, r.Window.Start(t.Minute)}
-			if windows[g] == nil {
-				windows[g] = map[string]bool{}
-			}
-			windows[g][t.Path] = true
+	return &round{lo: lo, hi: now}, nil
+}
+
+// dryRun detects what a sweep would record, reading every page of the round
+// in one call (a dry run is a one-off report), and changes nothing.
+func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
+	var res Result
+	rd, err := s.newRound(ctx, s.o.Now())
+	if err != nil {
+		return res, err
+	}
+	seen := map[string]bool{}
+	for {
+		touched, err := s.store.TouchedPage(ctx, rd.lo, rd.hi, rd.offset, s.o.MaxTouched)
+		if err != nil {
+			return res, err
 		}
-		for g, set := range windows {
-			paths := make([]string, 0, len(set))
-			for p := range set {
-				paths = append(paths, p)
-			}
-			sort.Strings(paths)
-			counts, err := s.store.Counts(ctx, r, g.site, paths, g.start, r.Window.End(g.start))
-			if err != nil {
-				return nil, err
-			}
-			for _, p := range paths {
-				for _, th := range r.crossed(counts[p]) {
-					out = append(out, Row{
-						Crossing: Crossing{Rule: r.Name, Subject: g.site + p, WindowStart: g.start.UTC(), Threshold: th},
-						Site:     g.site, Path: p, Count: counts[p],
-					})
-				}
-			}
+		found, err := s.detect(ctx, touched)
+		if err != nil {
+			return res, err
+		}
+		fresh, err := s.unrecorded(ctx, found, seen)
+		if err != nil {
+			return res, err
+		}
+		res.Detected = append(res.Detected, fresh...)
+		rd.offset += len(touched)
+		if len(touched) < s.o.MaxTouched {
+			break
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
-	return out, nil
+	pending, err := s.store.Pending(ctx)
+	res.Pending = len(pending) + len(res.Detected)
+	return res, err
+}
+
+// unrecorded returns the crossings of found that the state table does not
+// have yet (nor seen, when given), as rows ready to write.
+func (s *Sweeper) unrecorded(ctx context.Context, found []Row, seen map[string]bool) ([]Row, error) {
+	keys := make([]string, len(found))
+	for i := range found {
+		keys[i] = found[i].Key()
+	}
+	known, err := s.store.Latest(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []Row
+	for _, r := range found {
+		k := r.Key()
+		if _, ok := known[k]; ok || seen[k] {
+			continue
+		}
+		if seen != nil {
+			seen[k] = true
+		}
+		r.State, r.Version, r.Owner, r.MsgID, r.Updated = StateDetected, s.version(), s.o.Owner, r.MessageID(domainOf(s.o.From)), s.o.Now()
+		fresh = append(fresh, r)
+	}
+	return fresh, nil
 }
 
 func (s *Sweeper) rule(name string) *Rule {
@@ -408,9 +459,17 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		v.WindowEnd = r.Window.End(v.WindowStart)
 		step := max(time.Minute, (r.Window.Size / 12).Truncate(time.Minute))
 		v.SeriesStep = step.String()
-		series, err := s.store.Series(ctx, r, row.Site, row.Path, v.WindowStart, v.WindowEnd, step)
-		if err != nil {
+		series, err := retry(ctx, func() ([]Point, error) {
+			return s.store.Series(ctx, r, row.Site, row.Path, v.WindowStart, v.WindowEnd, step)
+		})
+		if err != nil && !permanent(err) {
 			return nil, err
+		}
+		if err != nil {
+			// The series only illustrates the message: a query the store
+			// refuses for good must not keep the crossing from being sent.
+			s.o.Logger.Error("sending without the hits series: its query fails for good", "rule", r.Name, "page", clip(row.Site+row.Path), "err", clipErr(err))
+			s.o.Metrics.ruleError(r.Name)
 		}
 		for i := range series {
 			series[i].Time = series[i].Time.In(r.Window.loc())
