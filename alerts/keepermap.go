@@ -42,13 +42,26 @@ var kmIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 var ErrNoKeeperMap = errors.New("claims: keepermap needs ClickHouse >= 23 with Keeper configured (<zookeeper> and <keeper_map_path_prefix> in the server config)")
 
 // OpenKeeperMapClaims creates the claims table (database.claims) if missing.
+// It looks first, so that only the first start needs the right to create
+// it (deploy/sql/users.sql): a table an administrator created leaves the
+// sweeper with reads and writes of its rows.
 func OpenKeeperMapClaims(ctx context.Context, sql KeeperMapSQL, database, root, owner string, now func() time.Time) (*KeeperMapClaims, error) {
 	if !kmIdent.MatchString(database) || strings.ContainsAny(root, "'\\") || strings.ContainsAny(owner, "'\\") {
 		return nil, fmt.Errorf("keepermap claims: bad database, root or owner")
 	}
 	k := &KeeperMapClaims{sql: sql, table: database + ".claims", owner: owner, now: now}
-	err := sql.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+k.table+" (key String, owner String, token UInt64, expires UInt64) ENGINE = KeeperMap('"+root+"/claims') PRIMARY KEY key")
+	_, _, _, exists, err := sql.Row(ctx, "SELECT name, toUInt64(0), toUInt64(0) FROM system.tables WHERE database = '"+database+"' AND name = 'claims'")
 	if err != nil {
+		return nil, fmt.Errorf("keepermap claims: look for %s: %w", k.table, err)
+	}
+	if exists {
+		return k, nil
+	}
+	err = sql.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+k.table+" (key String, owner String, token UInt64, expires UInt64) ENGINE = KeeperMap('"+root+"/claims') PRIMARY KEY key")
+	if err != nil {
+		if strings.Contains(err.Error(), "Not enough privileges") { // code 497, ACCESS_DENIED: the server says which grant
+			return nil, fmt.Errorf("keepermap claims: create %s (grant CREATE TABLE on it, deploy/sql/users.sql, or have an administrator create it): %w", k.table, err)
+		}
 		return nil, fmt.Errorf("%w: %v", ErrNoKeeperMap, err)
 	}
 	return k, nil

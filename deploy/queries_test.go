@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -581,7 +582,11 @@ func parseUsersSQL(t *testing.T) (stmts []string, users map[string]*sqlUser) {
 type chdbJob struct {
 	Lib, DataDir, ConfigFile string
 	SQL                      []string
-	Results                  string // file to write []chdbResult to, as JSON
+	// KeeperMap, after SQL: run the sweeper's keepermap claims (alerts) on
+	// this key, the statements exactly as it sends them; one result per
+	// step.
+	KeeperMap string
+	Results   string // file to write []chdbResult to, as JSON
 }
 
 type chdbResult struct {
@@ -627,6 +632,9 @@ func runChdbJob(path string) error {
 		}
 		results = append(results, r)
 	}
+	if job.KeeperMap != "" {
+		results = append(results, keeperMapSteps(ctx, e, job.KeeperMap)...)
+	}
 	out, err := json.Marshal(results)
 	if err != nil {
 		return err
@@ -634,11 +642,63 @@ func runChdbJob(path string) error {
 	return os.WriteFile(job.Results, out, 0o644)
 }
 
+// keeperMapSteps is what a sweeper with claims: keepermap does, through the
+// code it runs (alerts.KeeperMapClaims): open (create the claims table if
+// missing), claim key, see a held claim refused to another owner, check,
+// release, claim again. One result per step, Out naming the step.
+func keeperMapSteps(ctx context.Context, e *chdb.Engine, key string) []chdbResult {
+	var results []chdbResult
+	step := func(name string, err error) bool {
+		r := chdbResult{Out: name}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		results = append(results, r)
+		return err == nil
+	}
+	open := func(owner string) (*alerts.KeeperMapClaims, error) {
+		return alerts.OpenKeeperMapClaims(ctx, alerts.EngineSQL{Engine: e}, "hitcount", "/hitcount", owner, time.Now)
+	}
+	a, err := open("sweeper-a")
+	if !step("open", err) {
+		return results
+	}
+	b, err := open("sweeper-b")
+	if !step("open again (table exists)", err) {
+		return results
+	}
+	c, ok, err := a.Claim(ctx, key, time.Minute)
+	if err == nil && !ok {
+		err = errors.New("not claimed")
+	}
+	if !step("claim", err) {
+		return results
+	}
+	if _, ok, err := b.Claim(ctx, key, time.Minute); err == nil && ok {
+		step("held claim refused to another owner", errors.New("claimed twice"))
+	} else {
+		step("held claim refused to another owner", err)
+	}
+	if v, err := a.Valid(ctx, key, c); err == nil && !v {
+		step("valid", errors.New("not valid"))
+	} else {
+		step("valid", err)
+	}
+	step("release", a.Release(ctx, key, c))
+	if _, ok, err := b.Claim(ctx, key, time.Minute); err == nil && !ok {
+		step("claim after release", errors.New("not claimed"))
+	} else {
+		step("claim after release", err)
+	}
+	return results
+}
+
 // engine runs statements on one data directory of the ClickHouse 26 engine,
 // each batch in a child process as a user of users.sql.
 type engine struct {
 	t        *testing.T
 	lib, dir string
+	zk       string // ZooKeeper host:port, for KeeperMap tables
 	users    map[string]*sqlUser
 }
 
@@ -656,6 +716,48 @@ func denied(sql string) step { return step{sql: sql, denied: true} }
 // checks each outcome.
 func (e *engine) run(user string, steps ...step) {
 	e.t.Helper()
+	var sqls []string
+	for _, s := range steps {
+		sqls = append(sqls, s.sql)
+	}
+	results := e.job(user, chdbJob{SQL: sqls})
+	if len(results) != len(steps) {
+		e.t.Fatalf("engine process as %s: %d results for %d statements", orAdmin(user), len(results), len(steps))
+	}
+	for i, s := range steps {
+		r := results[i]
+		switch {
+		case s.denied && r.Err == "":
+			e.t.Errorf("%s may run %s; want it refused", orAdmin(user), s.sql)
+		case s.denied && !strings.Contains(r.Err, "ACCESS_DENIED"):
+			e.t.Errorf("%s: %s failed, but not for a missing privilege: %s", orAdmin(user), s.sql, r.Err)
+		case !s.denied && r.Err != "":
+			e.t.Errorf("%s may not run %s: %s", orAdmin(user), s.sql, r.Err)
+		case s.want != "" && r.Out != s.want:
+			e.t.Errorf("%s: %s = %q, want %q", orAdmin(user), s.sql, r.Out, s.want)
+		}
+	}
+}
+
+// runKeeperMap runs the sweeper's keepermap claims on key as user and
+// checks that every step succeeds.
+func (e *engine) runKeeperMap(user, key string) {
+	e.t.Helper()
+	results := e.job(user, chdbJob{KeeperMap: key})
+	if len(results) == 0 {
+		e.t.Fatalf("keepermap claims as %s: no result", orAdmin(user))
+	}
+	for _, r := range results {
+		if r.Err != "" {
+			e.t.Errorf("keepermap claims as %s: %s: %s", orAdmin(user), r.Out, r.Err)
+		}
+	}
+}
+
+// job runs a job in a child process as user (users.xml with that user's
+// grants) and returns its results.
+func (e *engine) job(user string, job chdbJob) []chdbResult {
+	e.t.Helper()
 	var ux strings.Builder
 	ux.WriteString("<clickhouse>\n<profiles><default/></profiles>\n<quotas><default/></quotas>\n<users>\n<default><password/><networks><ip>::/0</ip></networks><profile>default</profile><quota>default</quota>\n")
 	if user != "" {
@@ -669,11 +771,16 @@ func (e *engine) run(user string, steps ...step) {
 	dir := e.t.TempDir()
 	usersXML := filepath.Join(dir, "users.xml")
 	configXML := filepath.Join(dir, "config.xml")
-	cfg := "<clickhouse><user_directories><users_xml><path>" + xmlText(usersXML) + "</path></users_xml></user_directories></clickhouse>\n"
-	job := chdbJob{Lib: e.lib, DataDir: e.dir, ConfigFile: configXML, Results: filepath.Join(dir, "results.json")}
-	for _, s := range steps {
-		job.SQL = append(job.SQL, s.sql)
+	cfg := "<clickhouse><user_directories><users_xml><path>" + xmlText(usersXML) + "</path></users_xml></user_directories>"
+	if e.zk != "" {
+		// As deploy/clickhouse/keeper.xml and keeper_map.xml configure a
+		// server: every process, since the tables of the data directory
+		// are loaded at start.
+		host, port, _ := strings.Cut(e.zk, ":")
+		cfg += "<zookeeper><node><host>" + host + "</host><port>" + port + "</port></node></zookeeper><keeper_map_path_prefix>/keeper_map_tables</keeper_map_path_prefix>"
 	}
+	cfg += "</clickhouse>\n"
+	job.Lib, job.DataDir, job.ConfigFile, job.Results = e.lib, e.dir, configXML, filepath.Join(dir, "results.json")
 	jobJSON, err := json.Marshal(job)
 	if err != nil {
 		e.t.Fatal(err)
@@ -694,22 +801,10 @@ func (e *engine) run(user string, steps ...step) {
 		e.t.Fatal(err)
 	}
 	var results []chdbResult
-	if err := json.Unmarshal(data, &results); err != nil || len(results) != len(steps) {
-		e.t.Fatalf("engine process as %s: %d results for %d statements (%v)", orAdmin(user), len(results), len(steps), err)
+	if err := json.Unmarshal(data, &results); err != nil {
+		e.t.Fatalf("engine process as %s: results: %v", orAdmin(user), err)
 	}
-	for i, s := range steps {
-		r := results[i]
-		switch {
-		case s.denied && r.Err == "":
-			e.t.Errorf("%s may run %s; want it refused", orAdmin(user), s.sql)
-		case s.denied && !strings.Contains(r.Err, "ACCESS_DENIED"):
-			e.t.Errorf("%s: %s failed, but not for a missing privilege: %s", orAdmin(user), s.sql, r.Err)
-		case !s.denied && r.Err != "":
-			e.t.Errorf("%s may not run %s: %s", orAdmin(user), s.sql, r.Err)
-		case s.want != "" && r.Out != s.want:
-			e.t.Errorf("%s: %s = %q, want %q", orAdmin(user), s.sql, r.Out, s.want)
-		}
-	}
+	return results
 }
 
 func orAdmin(user string) string {
@@ -732,7 +827,10 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 			t.Fatalf("users.sql: no user %s", name)
 		}
 	}
-	e := &engine{t: t, lib: lib, dir: filepath.Join(t.TempDir(), "data"), users: users}
+	// KeeperMap tables (the sweeper's keepermap claims) need Keeper: 18.16
+	// has no KeeperMap, so they are checked here, with a real ZooKeeper.
+	zk := testenv.ZooKeeper(t)
+	e := &engine{t: t, lib: lib, dir: filepath.Join(t.TempDir(), "data"), zk: zk.Addr(), users: users}
 
 	// The schema as the collector created it on the 18.16 server, each
 	// statement idempotent as the collector and the sweeper run it at start.
@@ -820,6 +918,33 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 		denied("TRUNCATE TABLE hitcount.crossings"),
 		denied("ALTER TABLE hitcount.crossings DELETE WHERE 1"),
 	)...)
+	// sweeper with claims: keepermap: its first start creates the claims
+	// table, later starts and claims only read and write its rows.
+	e.runKeeperMap("sweeper", "k1")
+	e.runKeeperMap("sweeper", "k2")
+	// Once the table exists, the CREATE grant is not needed.
+	noCreate := &sqlUser{}
+	for _, g := range users["sweeper"].grants {
+		if !strings.HasPrefix(g, "GRANT CREATE TABLE ON hitcount.claims") {
+			noCreate.grants = append(noCreate.grants, g)
+		}
+	}
+	if len(noCreate.grants) != len(users["sweeper"].grants)-1 {
+		t.Errorf("users.sql: want one GRANT CREATE TABLE ON hitcount.claims for the sweeper, grants: %v", users["sweeper"].grants)
+	}
+	users["sweeper without CREATE"] = noCreate
+	e.runKeeperMap("sweeper without CREATE", "k3")
+	e.run("sweeper",
+		denied("DROP TABLE hitcount.claims"),
+		denied("TRUNCATE TABLE hitcount.claims"),
+		denied("ALTER TABLE hitcount.claims UPDATE owner = 'x' WHERE 1"),
+		denied("ALTER TABLE hitcount.claims ADD COLUMN x UInt8"),
+		denied("CREATE TABLE IF NOT EXISTS hitcount.claims2 (key String) ENGINE = KeeperMap('/elsewhere') PRIMARY KEY key"),
+	)
+	e.run("collector",
+		denied("SELECT * FROM hitcount.claims"),
+		denied("INSERT INTO hitcount.claims (key, owner, token, expires) VALUES ('k9', 'c', 1, 1)"),
+	)
 
 	// analyst: every query of queries.sql (on this engine too), and no writes.
 	var analyst []step

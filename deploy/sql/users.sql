@@ -48,6 +48,15 @@ GRANT SELECT ON hitcount.crossings TO sweeper;
 GRANT SELECT ON hitcount.sweeps TO sweeper;
 GRANT INSERT ON hitcount.crossings TO sweeper;
 GRANT INSERT ON hitcount.sweeps TO sweeper;
+-- With sweep.claims: keepermap (ClickHouse >= 23 with Keeper), the claims are
+-- rows of the KeeperMap table hitcount.claims: the sweeper reads a claim,
+-- inserts one, and deletes its own (ALTER TABLE ... DELETE by key and token).
+-- It creates the table at its first start (CREATE TABLE on that one name
+-- only); once it exists the sweeper creates nothing, and the CREATE grant
+-- may be left out if an administrator created the table. Harmless with
+-- other claims (the table is never created then).
+GRANT SELECT, INSERT, ALTER DELETE ON hitcount.claims TO sweeper;
+GRANT CREATE TABLE ON hitcount.claims TO sweeper;
 
 -- The schema at start: the collector and the sweeper create only what is
 -- missing, and see what exists through system.tables, which lists the tables
