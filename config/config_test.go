@@ -602,3 +602,42 @@ func TestMergeBomb(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 }
+
+// Warnings are what a file may say but leaves exposed: a ClickHouse password
+// sent in clear text to a host that is not loopback (allowed: compose and
+// Kubernetes reach ClickHouse by service name on private networks), and
+// keeper claims without credentials.
+func TestWarnings(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"password in clear to a remote host", "clickhouse:\n  addr: [127.0.0.1:9000, ch.internal:9000]\n  password_env: CH_PW\n", []string{
+			`t.yaml:2:26: clickhouse.addr[1]: "ch.internal:9000" is not a loopback address and clickhouse.tls is off: the password (password_env) crosses the network in clear text; set clickhouse.tls.enabled: true unless the network is private`}},
+		{"password file in clear to a service name", "clickhouse: {addr: [clickhouse:9000], password_file: /run/secrets/ch}\n", []string{
+			`t.yaml:1:21: clickhouse.addr[0]: "clickhouse:9000" is not a loopback address and clickhouse.tls is off: the password (password_file) crosses the network in clear text; set clickhouse.tls.enabled: true unless the network is private`}},
+		{"loopback only", "clickhouse: {addr: [\"127.0.0.1:9000\", \"localhost:9000\", \"[::1]:9000\"], password_env: CH_PW}\n", nil},
+		{"tls on", "clickhouse: {addr: [ch.example.com:9440], password_env: CH_PW, tls: {enabled: true}}\n", nil},
+		{"no password", "clickhouse: {addr: [ch.example.com:9000]}\n", nil},
+		{"embedded store", "embedded: {path: ./data}\n", nil},
+		{"keeper claims without credentials", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181]}\n", []string{
+			"t.yaml:2:1: keeper: no username: claim nodes are world-writable, so anyone who reaches the ensemble can delete or forge claims (duplicate or lost alerts); set keeper.username and keeper.password_env or password_file"}},
+		{"keeper claims with credentials", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P}\n", nil},
+		{"keeper section unused", "keeper: {addr: [zk:2181]}\n", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse("t.yaml", []byte(c.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range cfg.Warnings() {
+				got = append(got, w.Error())
+			}
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(c.want, "\n  "))
+			}
+		})
+	}
+}

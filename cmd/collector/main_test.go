@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,23 @@ func TestCheckConfigAcceptsTheExample(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"-check-config", "-config", "../../deploy/hitcount.example.yaml"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "ok") {
 		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// -check-config accepts a file that sends the ClickHouse password in clear
+// text to a remote host, and says so.
+func TestCheckConfigWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	if err := os.WriteFile(path, []byte("clickhouse: {addr: [clickhouse:9000], username: collector, password_env: CH_PW}\nsources: [{path: /var/log/nginx/access.log, site: s}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"-check-config", "-config", path}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "ok") {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "warning: " + path + ":1:21: clickhouse.addr[0]: \"clickhouse:9000\" is not a loopback address and clickhouse.tls is off"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }
 

@@ -58,6 +58,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *checkConfig {
+		// Allowed but exposed (a password in clear text, world-writable
+		// claims): said here, where the operator reads the file's verdict,
+		// and logged at start.
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stderr, "warning: "+w.Error())
+		}
 		for _, r := range cfg.Rules {
 			fmt.Fprintf(stdout, "rule %s: path %s, window %s (%s), %d recipient(s)\n", r.Name, r.Match.Path, r.Window, r.Location, len(r.To))
 		}

@@ -75,6 +75,10 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 		return &Backend{Store: st, Embedded: true, Version: v, KeeperMap: alerts.EngineSQL{Engine: e}, Engine: e,
 			Where: "embedded engine at " + e.DataPath(), lib: lib}, nil
 	}
+	// Before connecting, so it shows while the server is not reachable yet.
+	for _, w := range cfg.ClickHouseWarnings() {
+		log.Warn(w.Msg, "field", w.Field, "config", fmt.Sprintf("%s:%d", w.File, w.Line))
+	}
 	opts, err := ServerOptions(cfg)
 	if err != nil {
 		return nil, err
