@@ -132,3 +132,56 @@ func parts(t *testing.T, m *mail.Message) (text, html string) {
 		}
 	}
 }
+
+// The same for a digest: more crossings for the same recipients than
+// DigestAfter make one message listing every page.
+func TestControlCharsEscapedInDigest(t *testing.T) {
+	testenv.EachBackend(t, testControlCharsEscapedInDigest)
+}
+
+func testControlCharsEscapedInDigest(t *testing.T, d *testenv.Database) {
+	smtp := testenv.SMTP(t)
+	e := newEnv(t, d)
+	const pages = 4
+	for i := range pages {
+		e.hits("www.example.com", hostilePath+string(rune('a'+i)), 12, time.Now(), "Mozilla/5.0")
+	}
+	claims, err := alerts.OpenLocalClaims(t.TempDir(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claims.Close()
+	rules := e.rules(`
+sources: [{path: /x, site: www.example.com}]
+rules:
+  - name: blog
+    match: {path: /blog/*}
+    threshold: 10
+    window: lifetime
+    to: [ops@example.com]
+`)
+	sender := alerts.NewSMTP(alerts.SMTPOptions{Host: smtp.Host(), Port: smtp.Port(), TLS: "none", Timeout: 10 * time.Second})
+	sw := alerts.NewSweeper(alerts.NewStore(e.store, e.db), rules, claims, sender,
+		alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", DigestAfter: pages - 1})
+	if res, err := sw.Sweep(context.Background()); err != nil || res.Sent != pages {
+		t.Fatalf("sweep: sent %d, %v; want %d", res.Sent, err, pages)
+	}
+	msgs := smtp.Messages(t)
+	if len(msgs) != 1 {
+		t.Fatalf("mailbox holds %d messages, want 1 digest", len(msgs))
+	}
+	text, html := parts(t, msgs[0])
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(line, "Bcc:") || strings.HasPrefix(line, "Injected body line") {
+			t.Errorf("a path injected a line into the digest's text body: %q", line)
+		}
+		checkNoControls(t, "digest text line", line)
+	}
+	if got := strings.Count(text, `/blog/a\r\nBcc: x@y\r\n\r\nInjected body line\t<script>\x7f\u0085end`); got != pages {
+		t.Errorf("digest text shows %d escaped paths, want %d:\n%s", got, pages, text)
+	}
+	if strings.Contains(html, "<script>") {
+		t.Errorf("page text not escaped in the digest's HTML part:\n%s", html)
+	}
+}

@@ -511,7 +511,7 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 	fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
 	var pages []string
 	for _, r := range rows {
-		fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", r.Site, r.Path, r.Count, r.Threshold, r.Rule, r.WindowStart.Format(time.RFC3339))
+		fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", textSafe(r.Site), textSafe(r.Path), r.Count, r.Threshold, textSafe(r.Rule), r.WindowStart.Format(time.RFC3339))
 		pages = append(pages, r.Path)
 	}
 	if err := digestHTML.Execute(&html, rows); err != nil {

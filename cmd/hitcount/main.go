@@ -120,6 +120,9 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *checkConfig {
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintln(stderr, "warning: "+w.Error())
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *c.config, len(cfg.Sources), len(cfg.Rules))
 		return 0
 	}

@@ -376,3 +376,25 @@ except OSError as e:
 		}
 	}
 }
+
+// `hitcount run -check-config` says what is allowed but exposed, as the
+// collector and the sweeper do.
+func TestCheckConfigWarns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	yaml := `clickhouse: {addr: [clickhouse:9000], username: hitcount, password_env: CH_PW}
+sources: [{path: /var/log/nginx/access.log, site: www}]
+outbox: ./outbox
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"run", "-check-config", "-config", path}, strings.NewReader(""), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	want := "warning: " + path + ":1:21: clickhouse.addr[0]: \"clickhouse:9000\" is not a loopback address and clickhouse.tls is off"
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+}
