@@ -124,6 +124,7 @@ type Collector struct {
 	openInode map[[2]uint64]bool
 	finished  map[uint64]int64 // sources read to their end: size then
 	seen      map[[2]uint64]fileStat
+	refused   map[string]string // path -> reason, for paths reported as not read
 	positions *positions
 	dedup     bool // the store drops an identical re-insert (see Inserter.Deduplicates)
 	ready     bool
@@ -149,7 +150,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		free:      make(chan *sink.Batch, opts.MaxPending),
 		committed: map[uint64]int64{}, sites: map[string]bool{},
 		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
-		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{},
+		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{}, refused: map[string]string{},
 		unshipped: map[*sink.Batch]time.Time{},
 		dedup:     ins.Deduplicates(),
 	}

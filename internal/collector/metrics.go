@@ -14,6 +14,7 @@ type Metrics struct {
 	BytesBehind   *prometheus.GaugeVec
 	OldestAge     prometheus.Gauge
 	OpenFiles     prometheus.Gauge
+	FilesSkipped  *prometheus.CounterVec
 	ClickHouseUp  prometheus.Gauge
 }
 
@@ -48,11 +49,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		OpenFiles: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hitcount_collector_open_files", Help: "Log files being read.",
 		}),
+		FilesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_files_skipped_total",
+			Help: "Paths a source matches that are not read, counted (and logged) once per path and reason: symlink (matched by a wildcard, a rotated sibling, or a symlinked directory below the glob's fixed part), not_regular (directory, FIFO, device, socket), symlink_owner (a configured symlink owned by neither root nor its target's owner).",
+		}, []string{"site", "reason"}),
 		ClickHouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
 		}),
 	}
 	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.RowsInserted, m.Batches,
-		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.ClickHouseUp)
+		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.ClickHouseUp)
 	return m
 }

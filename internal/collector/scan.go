@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -23,20 +24,36 @@ var rotatedSuffix = regexp.MustCompile(`^(\.\d+|[.-]\d{8,10}|[.-]\d{4}-\d{2}-\d{
 
 type candidate struct {
 	path string
-	live bool
+	// base is the glob's directory before its first wildcard, rel the path
+	// below it: tailer.OpenLog follows no symlink below base.
+	base, rel string
+	live      bool
+	// literal: the configured pattern has no wildcard and names this path
+	// itself, the one case where the file may be a symlink (see OpenLog).
+	literal bool
 }
 
 // candidates expands a source's glob: the live files it matches, then their
 // rotated siblings, oldest first (.2.gz before .1), so a backfill reads history
 // in order.
 func candidates(glob string) []candidate {
-	live, _ := doublestar.FilepathGlob(glob)
+	base, literal := globBase(glob)
+	// WithNoFollow: ** does not descend into a symlinked directory, whose
+	// files OpenLog would refuse one by one anyway.
+	live, _ := doublestar.FilepathGlob(glob, doublestar.WithNoFollow())
 	sort.Strings(live)
 	isLive := map[string]bool{}
 	var out []candidate
+	add := func(p string, live bool) {
+		rel, err := filepath.Rel(base, p)
+		if err != nil {
+			return // not below base: cannot happen for what the glob matched
+		}
+		out = append(out, candidate{path: p, base: base, rel: rel, live: live, literal: live && literal})
+	}
 	for _, p := range live {
 		isLive[p] = true
-		out = append(out, candidate{p, true})
+		add(p, true)
 	}
 	var rotated []string
 	for _, p := range live {
@@ -50,15 +67,25 @@ func candidates(glob string) []candidate {
 	}
 	sort.Slice(rotated, func(i, j int) bool { return rotatedOrder(rotated[i]) > rotatedOrder(rotated[j]) })
 	for _, p := range rotated {
-		out = append(out, candidate{p, false})
+		add(p, false)
 	}
 	return out
 }
 
+// globBase splits a glob as doublestar does: the directory before the first
+// wildcard, and whether there is no wildcard at all. An escaped wildcard
+// counts as one, which only makes the symlink rule stricter.
+func globBase(glob string) (base string, literal bool) {
+	base, rest := doublestar.SplitPattern(filepath.ToSlash(filepath.Clean(glob)))
+	return filepath.FromSlash(base), !strings.ContainsAny(rest, `*?[{\`)
+}
+
 // rotatedOrder ranks a rotated file by age: the modification time, as names
 // are numbered (.1 newest) or dated (newest last) depending on the config.
+// Lstat: a symlink is refused when opened, and its target is none of our
+// business, not even its time.
 func rotatedOrder(p string) int64 {
-	fi, err := os.Stat(p)
+	fi, err := os.Lstat(p)
 	if err != nil {
 		return 0
 	}
@@ -79,41 +106,72 @@ func inodeOf(fi os.FileInfo) ([2]uint64, bool) {
 
 // scan opens every candidate file not being read yet.
 func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
+	present := map[string]bool{}
 	for i := range c.opts.Sources {
 		src := &c.opts.Sources[i]
 		for _, cand := range candidates(src.Glob) {
 			if ctx.Err() != nil {
 				return
 			}
+			present[cand.path] = true
 			if err := c.consider(ctx, wg, src, cand, first); err != nil {
 				c.log.Warn("cannot read log file", "path", cand.path, "err", err)
 			}
 		}
 	}
+	// A refused path that is gone is forgotten: should it come back, it is
+	// reported again.
+	c.mu.Lock()
+	for p := range c.refused {
+		if !present[p] {
+			delete(c.refused, p)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// skip reports a file the policy refuses (see tailer.OpenLog): once per path
+// and reason, in the log and the skipped-files metric, as the scan meets it
+// again every few seconds.
+func (c *Collector) skip(site, path string, r *tailer.RefusedError) {
+	c.mu.Lock()
+	prev, known := c.refused[path]
+	c.refused[path] = r.Reason
+	c.mu.Unlock()
+	if known && prev == r.Reason {
+		return
+	}
+	c.log.Warn("not reading a file the source matches", "path", path, "reason", r.Reason, "why", r.Detail, "site", site)
+	if c.m != nil {
+		c.m.FilesSkipped.WithLabelValues(site, r.Reason).Inc()
+	}
 }
 
 func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool) error {
-	fi, err := os.Stat(cand.path)
+	// Opened before anything is decided, and everything after is asked of
+	// the descriptor: a path checked and then opened could be swapped for a
+	// symlink in between.
+	f, fi, err := tailer.OpenLog(cand.base, cand.rel, cand.literal)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		var refused *tailer.RefusedError
+		switch {
+		case errors.As(err, &refused):
+			c.skip(src.Site, cand.path, refused)
+			return nil
+		case errors.Is(err, os.ErrNotExist):
 			return nil // rotated away between the glob and now
 		}
 		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil
-	}
 	key, _ := statKey(fi)
 	c.mu.Lock()
+	delete(c.refused, cand.path)
 	busy := c.openInode[key]
 	prev, wasSeen := c.seen[key]
 	c.mu.Unlock()
 	if busy || (wasSeen && prev.size == fi.Size() && prev.mtime.Equal(fi.ModTime())) {
+		f.Close()
 		return nil
-	}
-	f, err := os.Open(cand.path)
-	if err != nil {
-		return err
 	}
 	id, err := tailer.Fingerprint(f, src.Site)
 	if err != nil {
@@ -219,7 +277,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		return err
 	}
 	s := &shipper{
-		c: c, src: src, id: id, path: cand.path, live: cand.live, reader: r, parser: p,
+		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r, parser: p,
 		start: start, key: key, sendCh: make(chan job), resync: make(chan resync, 1), sent: make(chan struct{}),
 		replayUntil: replay,
 	}

@@ -20,15 +20,18 @@ import (
 // end and tells read() to go back there; every batch carries the generation it
 // was read in, and send() drops batches read before the last failure.
 type shipper struct {
-	c      *Collector
-	src    *Source
-	id     tailer.Identity
-	key    [2]uint64
-	path   string
-	live   bool
-	reader *tailer.Reader
-	parser *parser.Parser
-	start  int64 // where reading began when nothing was committed
+	c    *Collector
+	src  *Source
+	id   tailer.Identity
+	key  [2]uint64
+	path string
+	live bool
+	// literal: the configured path itself, which may be a symlink to the
+	// file (see tailer.OpenLog).
+	literal bool
+	reader  *tailer.Reader
+	parser  *parser.Parser
+	start   int64 // where reading began when nothing was committed
 	// replayUntil, when >= 0, is the last line of a batch that was in flight
 	// when the previous process stopped: the first batch is read to exactly
 	// that line, whatever the batch size, so it is identical and carries the
@@ -398,7 +401,14 @@ func (s *shipper) finished(idleSince time.Time) bool {
 	if !s.live {
 		return idle
 	}
-	cur, err := os.Stat(s.path)
+	// Whether the path still names the open file. Only a literally configured
+	// path is followed, as when it was opened: re-pointing that symlink is a
+	// rotation. Nothing is read here, so no check beyond the policy is needed.
+	stat := os.Lstat
+	if s.literal {
+		stat = os.Stat
+	}
+	cur, err := stat(s.path)
 	if err == nil {
 		if key, ok := statKey(cur); ok && key == s.key {
 			return false // still the live file
