@@ -44,7 +44,8 @@ func Run(ctx context.Context, o Options) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				fmt.Fprintf(&b, "live view: %v\n", err)
+				// An error can quote what it failed on: shown escaped too.
+				fmt.Fprintf(&b, "live view: %s\n", tableout.Escape(err.Error()))
 			}
 			io.WriteString(o.Out, b.String())
 		}
@@ -107,5 +108,7 @@ func render(ctx context.Context, b *strings.Builder, o Options, now time.Time, l
 	if len(rows) == 0 {
 		return nil
 	}
+	// The table format escapes every value (tableout.Escape): paths and
+	// sites are what clients sent.
 	return tableout.Write(b, "table", []string{"site", "path", "hits"}, []string{"String", "String", "UInt64"}, rows)
 }

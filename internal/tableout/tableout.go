@@ -22,21 +22,19 @@ func Write(w io.Writer, format string, columns, types []string, rows [][]string)
 	case "table":
 		return table(w, columns, types, rows)
 	case "csv":
+		// Quoting keeps tabs and newlines in a field; what a terminal would
+		// act on is escaped, as a CSV "for files" is printed often enough.
 		cw := csv.NewWriter(w)
-		if err := cw.Write(columns); err != nil {
-			return err
+		for _, r := range append([][]string{columns}, rows...) {
+			if err := cw.Write(mapStrings(r, escapeTerminal)); err != nil {
+				return err
+			}
 		}
-		if err := cw.WriteAll(rows); err != nil {
-			return err
-		}
+		cw.Flush()
 		return cw.Error()
 	case "tsv":
-		esc := strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`)
 		for _, r := range append([][]string{columns}, rows...) {
-			for i, v := range r {
-				r[i] = esc.Replace(v)
-			}
-			if _, err := fmt.Fprintln(w, strings.Join(r, "\t")); err != nil {
+			if _, err := fmt.Fprintln(w, strings.Join(mapStrings(r, escapeTSV), "\t")); err != nil {
 				return err
 			}
 		}
@@ -113,14 +111,22 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 		b.Write(vb)
 	}
 	b.WriteByte('}')
-	return []byte(b.String()), nil
+	return escapeJSON([]byte(b.String())), nil
+}
+
+func mapStrings(in []string, f func(string) string) []string {
+	out := make([]string, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
 }
 
 // table aligns columns by display width (runes); numbers to the right.
-// Control characters in values are shown escaped so a value cannot break the
-// layout.
+// Values and names are shown through Escape, so none can break the layout or
+// reach the terminal as a control sequence.
 func table(w io.Writer, columns, types []string, rows [][]string) error {
-	esc := strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`)
+	columns = mapStrings(columns, Escape)
 	width := make([]int, len(columns))
 	for i, c := range columns {
 		width[i] = utf8.RuneCountInString(c)
@@ -129,7 +135,7 @@ func table(w io.Writer, columns, types []string, rows [][]string) error {
 	for r, row := range rows {
 		cells[r] = make([]string, len(row))
 		for i, v := range row {
-			v = esc.Replace(v)
+			v = Escape(v)
 			cells[r][i] = v
 			if i < len(width) {
 				width[i] = max(width[i], utf8.RuneCountInString(v))
