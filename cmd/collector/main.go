@@ -20,6 +20,7 @@ import (
 
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/checklog"
+	"github.com/hitcount/hitcount/internal/tableout"
 	"github.com/hitcount/hitcount/parser"
 )
 
@@ -87,7 +88,13 @@ func runCheckLog(ctx context.Context, path, format string, maxLine int, stdout, 
 		fmt.Fprintf(stderr, "collector: %v\n", err)
 		return 1
 	}
-	if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+	// The report quotes log lines and paths: made safe for the terminal it
+	// is usually read on.
+	js, err := json.Marshal(rep)
+	if err == nil {
+		_, err = stdout.Write(append(tableout.EscapeJSON(js), '\n'))
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "collector: %v\n", err)
 		return 1
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,5 +90,34 @@ func TestUsageErrors(t *testing.T) {
 		if code := run(context.Background(), c.args, &stdout, &stderr); code != c.code || !strings.Contains(stderr.String(), c.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, stderr.String(), c.code, c.msg)
 		}
+	}
+}
+
+// The -check-log report quotes paths and rejected lines from the log: what a
+// terminal would act on (ESC, DEL, C1 controls) is escaped, and the report is
+// still JSON that reads back to the same text.
+func TestCheckLogTerminalSafe(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "access.log")
+	const ok = `127.0.0.1 - - [24/Nov/2026:10:00:00 +0000] "GET /a\x1B]0;pwned\x07\xC2\x9B2J\x7F HTTP/1.1" 200 5 "-" "curl"` + "\n"
+	bad := "garbage \x1b[2J\xc2\x9b\x7f line\n"
+	if err := os.WriteFile(log, []byte(ok+bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-check-log", log}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	for _, c := range []string{"\x1b", "\x7f", "\u009b", "\x07"} {
+		if strings.Contains(out, c) {
+			t.Errorf("report carries %q raw:\n%q", c, out)
+		}
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, out)
+	}
+	if !strings.Contains(fmt.Sprint(rep["top_paths"]), "/a\x1b]0;pwned\x07\u009b2J\x7f") {
+		t.Errorf("the path does not read back from the report: %q", rep["top_paths"])
 	}
 }

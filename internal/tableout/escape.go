@@ -137,11 +137,11 @@ func escapeTSV(s string) string {
 	return b.String()
 }
 
-// escapeJSON makes the output of encoding/json safe for a terminal: it
+// EscapeJSON makes the output of encoding/json safe for a terminal: it
 // escapes C0 controls itself and turns invalid UTF-8 into U+FFFD, but writes
 // DEL and C1 characters as they are. In JSON text they can only occur inside
 // strings, where \u007f and \u009b mean the same character.
-func escapeJSON(js []byte) []byte {
+func EscapeJSON(js []byte) []byte {
 	for i := 0; i < len(js); {
 		r, size := utf8.DecodeRune(js[i:])
 		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {

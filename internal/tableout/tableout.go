@@ -111,7 +111,7 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 		b.Write(vb)
 	}
 	b.WriteByte('}')
-	return escapeJSON([]byte(b.String())), nil
+	return EscapeJSON([]byte(b.String())), nil
 }
 
 func mapStrings(in []string, f func(string) string) []string {
