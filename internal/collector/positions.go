@@ -34,7 +34,10 @@ type positionsFile struct {
 }
 
 func loadPositions(dir string) (*positions, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// It holds names and offsets of access logs, adm-only on most systems:
+	// created private. One that exists keeps the mode its operator gave it
+	// (group access may be on purpose).
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64][2]int64{}}

@@ -4,9 +4,7 @@
 package service
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -25,16 +23,7 @@ func NewCollector(cfg *config.Config, store collector.Inserter, log *slog.Logger
 			StartAtEnd: src.StartAt == "end", MaxLine: src.MaxLine.Bytes,
 		})
 	}
-	// The state directory holds the positions hint (names and offsets of
-	// access logs, which are adm-only on most systems): created private here,
-	// before the collector would create it world-readable. One that exists
-	// keeps the mode its operator gave it (group access may be on purpose).
 	stateDir := cfg.Resolve(cfg.StateDir)
-	if stateDir != "" {
-		if err := os.MkdirAll(stateDir, 0o700); err != nil {
-			return nil, fmt.Errorf("state_dir: %w", err)
-		}
-	}
 	opts := collector.Options{
 		Sources: sources, BatchRows: cfg.Batch.Rows, BatchDelay: cfg.Batch.Delay.Duration,
 		MaxPending: cfg.Batch.MaxPending, StateDir: stateDir,
