@@ -192,7 +192,7 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 // read-only session with time, memory and result limits, two at a time.
 func querySocket(ctx context.Context, b *backend.Backend, stateDir string) (service.Part, error) {
 	open := func(ctx context.Context) (readonlysql.Session, error) { return b.ReadOnly(ctx) }
-	srv, err := readonlysql.NewServer(ctx, open, 2)
+	srv, err := readonlysql.NewServer(ctx, open)
 	if err != nil {
 		return service.Part{}, err
 	}
@@ -200,18 +200,8 @@ func querySocket(ctx context.Context, b *backend.Backend, stateDir string) (serv
 	if err != nil {
 		return service.Part{}, err
 	}
-	h := queryhttp.Handler(func(ctx context.Context, sql string) ([]string, []string, [][]string, error) {
-		out, err := srv.Run(ctx, sql, "TSVWithNamesAndTypes")
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		res, err := backend.ParseTSVWithNamesAndTypes(out)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return res.Columns, res.Types, res.Rows, nil
-	})
-	return service.Part{Name: "query socket", Run: func(ctx context.Context) error { return ops.ServeListener(ctx, ln, h) }}, nil
+	h := queryhttp.Handler(srv.Run, 2)
+	return service.Part{Name: "query socket", Run: func(ctx context.Context) error { return queryhttp.Serve(ctx, ln, h) }}, nil
 }
 
 func writeDemo(ctx context.Context, path string, rate int) error {

@@ -291,6 +291,11 @@ rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [
 		{"SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')", "function url"},
 		// The session's memory cap: this needs 800 MB.
 		{"SELECT length(groupArray(number)) FROM numbers(100000000)", "memory"},
+		// Found by an adversarial review of the first version.
+		{"SELECT * APPLY(file) FROM (SELECT '/etc/passwd' AS p)", "APPLY"},
+		{"SELECT y FROM values('p String, y String ALIAS file(p)', '/etc/passwd')", "function values"},
+		{"SELECT " + strings.Repeat("'' AS c, ", 199) + "'' AS c200 FROM numbers(1000000)", "result too large"},
+		{"SELECT CAST(1, 'Enum8(''" + strings.Repeat("a", 500) + "'' = 1)') FROM numbers(1000000)", "result too large"},
 	} {
 		if out, errOut, code := query(c.sql); code != 1 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(c.why)) || strings.Contains(out, "root:") {
 			t.Errorf("%s: exit %d, %q %q; want it refused (%s)", c.sql, code, out, errOut, c.why)

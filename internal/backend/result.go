@@ -89,7 +89,8 @@ func (b *Backend) ReadOnly(ctx context.Context) (*chdb.Engine, error) {
 	// without it took the job from 0.3 to 8.6 GB).
 	for _, set := range []string{"SET max_execution_time = 60", fmt.Sprintf("SET max_result_rows = %d", maxResultRows),
 		fmt.Sprintf("SET max_result_bytes = %d", maxResultBytes), "SET result_overflow_mode = 'throw'",
-		fmt.Sprintf("SET max_memory_usage = %d", maxQueryMemory), "SET session_timezone = 'UTC'", "SET readonly = 1"} {
+		fmt.Sprintf("SET max_memory_usage = %d", maxQueryMemory), "SET allow_introspection_functions = 0",
+		"SET session_timezone = 'UTC'", "SET readonly = 1"} {
 		if err := e.Exec(ctx, set); err != nil {
 			e.Close()
 			return nil, fmt.Errorf("read-only connection: %w", err)

@@ -2,6 +2,7 @@ package chdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,6 +79,17 @@ func (e *Engine) Exec(ctx context.Context, sql string) error {
 // Query runs sql and returns its output in a ClickHouse format such as "TSV",
 // "JSONEachRow" or "RowBinary". A rejected statement is a *QueryError.
 func (e *Engine) Query(ctx context.Context, sql, format string) ([]byte, error) {
+	return e.QueryMax(ctx, sql, format, -1)
+}
+
+// ErrResultTooLarge says a result was over the size its caller allows.
+var ErrResultTooLarge = errors.New("result too large")
+
+// QueryMax is Query for a result of at most max bytes (max < 0: any size):
+// a larger one is ErrResultTooLarge, refused before it is copied into Go's
+// memory. The engine's own limits count its blocks, not the text of a
+// format (an Enum's name is one byte in a block and any length in TSV).
+func (e *Engine) QueryMax(ctx context.Context, sql, format string, max int) ([]byte, error) {
 	if err := e.lock(ctx); err != nil {
 		return nil, err
 	}
@@ -96,6 +108,9 @@ func (e *Engine) Query(ctx context.Context, sql, format string) ([]byte, error) 
 		return nil, newQueryError(sql, goString(msg))
 	}
 	n := e.lib.resultLength(res)
+	if max >= 0 && n > uintptr(max) {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d: add a LIMIT or select fewer columns", ErrResultTooLarge, n, max)
+	}
 	out := make([]byte, n)
 	if n > 0 {
 		copy(out, unsafe.Slice((*byte)(e.lib.resultBuffer(res)), n))

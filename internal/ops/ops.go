@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,17 +52,52 @@ func HandlerWith(reg *prometheus.Registry, ready func() error, more map[string]h
 
 // Serve listens on addr and serves h until ctx ends. The listener is opened
 // before Serve returns its first error, so a taken port fails start-up loudly.
+// On a loopback address only requests for a loopback host are answered: a
+// web page that rebinds its own name to 127.0.0.1 sends that name as Host,
+// and would otherwise read /metrics (log file paths) from the operator's
+// browser.
 func Serve(ctx context.Context, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && LoopbackHost(host) {
+		h = loopbackOnly(h)
+	}
 	return ServeListener(ctx, ln, h)
+}
+
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !LoopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("host %q refused: this listener serves localhost only", r.Host), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// LoopbackHost reports whether a host, or a Host header with a port, names
+// this machine's loopback: localhost or a loopback address.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ServeListener serves h on ln until ctx ends, then shuts down gracefully.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return ServeServer(ctx, ln, &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second})
+}
+
+// ServeServer runs srv on ln until ctx ends, then shuts it down gracefully.
+func ServeServer(ctx context.Context, ln net.Listener, srv *http.Server) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

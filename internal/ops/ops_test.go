@@ -60,3 +60,57 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A loopback listener answers requests for loopback hosts only: a page that
+// rebinds its own name to 127.0.0.1 cannot read /metrics through the
+// operator's browser.
+func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- Serve(ctx, addr, Handler(Registry(), func() error { return nil })) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	get := func(host string) int {
+		for range 50 {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue // not listening yet
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		t.Fatalf("nothing answers on %s", addr)
+		return 0
+	}
+	for host, want := range map[string]int{
+		addr: 200, "localhost:9464": 200, "[::1]:9464": 200,
+		"attacker.example:9464": 403, "localhost.attacker.example": 403, "10.0.0.1": 403,
+	} {
+		if got := get(host); got != want {
+			t.Errorf("Host %q: %d, want %d", host, got, want)
+		}
+	}
+}
+
+func TestLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:9464": true, "[::1]:9464": true, "localhost:9464": true, "LOCALHOST": true, "127.0.0.2": true,
+		"0.0.0.0:9464": false, ":9464": false, "10.0.0.5:9464": false, "example.com:9464": false, "": false,
+	} {
+		if got := LoopbackHost(host); got != want {
+			t.Errorf("LoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}

@@ -23,8 +23,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
+	"github.com/hitcount/hitcount/internal/ops"
 	"github.com/hitcount/hitcount/internal/tableout"
 )
 
@@ -41,8 +44,13 @@ func SocketPath(stateDir string) string {
 
 // Handler serves POST /query: the body is the statement, ?format= one of
 // tableout.Formats (table by default). The runner decides what it runs (see
-// readonlysql); this handler refuses whatever a browser could have sent.
-func Handler(run Runner) http.Handler {
+// readonlysql); this handler refuses whatever a browser could have sent, and
+// answers at most slots requests at once, each holding its slot until its
+// answer is written: a third is told to retry at once rather than queue
+// behind queries that may take their whole time limit, and the memory of
+// answers being written is bounded by the slots.
+func Handler(run Runner, slots int) http.Handler {
+	sem := make(chan struct{}, max(1, slots))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Browsers send Origin on every cross-origin POST; hitcount query
 		// never does. A Host other than loopback is a rebound name.
@@ -50,7 +58,7 @@ func Handler(run Runner) http.Handler {
 			http.Error(w, "requests from web pages are refused", http.StatusForbidden)
 			return
 		}
-		if !loopbackHost(r.Host) {
+		if !ops.LoopbackHost(r.Host) {
 			http.Error(w, fmt.Sprintf("host %q refused: only localhost", r.Host), http.StatusForbidden)
 			return
 		}
@@ -69,6 +77,13 @@ func Handler(run Runner) http.Handler {
 		}
 		if !slices.Contains(tableout.Formats, format) {
 			http.Error(w, fmt.Sprintf("format %q: want one of %v", format, tableout.Formats), http.StatusBadRequest)
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			http.Error(w, "every query slot is busy: try again when a running query ends", http.StatusServiceUnavailable)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSQL))
@@ -92,19 +107,6 @@ func Handler(run Runner) http.Handler {
 		}
 		tableout.Write(w, format, cols, types, rows)
 	})
-}
-
-// loopbackHost reports whether a Host header names this machine's loopback.
-func loopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Listen opens the query socket of a job with this state directory. The
@@ -145,13 +147,32 @@ func Listen(stateDir string) (net.Listener, error) {
 		ln.Close()
 		return nil, fmt.Errorf("query socket: %w", err)
 	}
-	return &peerListener{Listener: ln}, nil
+	return &peerListener{Listener: ln, conns: make(chan struct{}, maxConns)}, nil
 }
 
-// peerListener accepts only connections from this user or root: the
+// Serve serves h on ln until ctx ends, with the time limits a socket that
+// answers ad-hoc queries needs: a request is read within 10 s, an answer
+// written within 90 s (a query may take 60), an idle connection closed after
+// 5 s, so a client that stops reading cannot hold a slot, memory or a
+// descriptor for long.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	return ops.ServeServer(ctx, ln, &http.Server{
+		Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 90 * time.Second, IdleTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10,
+	})
+}
+
+// maxConns bounds the connections open at once: each holds a descriptor of
+// the job, which the collector needs for its log files.
+const maxConns = 16
+
+// peerListener accepts only connections from this user or root (the
 // directory's mode already keeps others out; this holds even if an operator
-// loosens it.
-type peerListener struct{ net.Listener }
+// loosens it), at most maxConns at once.
+type peerListener struct {
+	net.Listener
+	conns chan struct{}
+}
 
 func (l *peerListener) Accept() (net.Conn, error) {
 	for {
@@ -160,11 +181,29 @@ func (l *peerListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		uid, err := peerUID(c)
-		if err == nil && (uid == uint32(os.Geteuid()) || uid == 0) {
-			return c, nil
+		if err != nil || (uid != uint32(os.Geteuid()) && uid != 0) {
+			c.Close()
+			continue
 		}
-		c.Close()
+		select {
+		case l.conns <- struct{}{}:
+			return &countedConn{Conn: c, release: func() { <-l.conns }}, nil
+		default:
+			c.Close()
+		}
 	}
+}
+
+// countedConn gives its place back once, when closed.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
 }
 
 func peerUID(c net.Conn) (uint32, error) {
@@ -192,6 +231,8 @@ func peerUID(c net.Conn) (uint32, error) {
 // Query sends sql to the job serving on socket and writes the answer to out.
 func Query(ctx context.Context, socket, sql, format string, out io.Writer) error {
 	client := &http.Client{Transport: &http.Transport{
+		// One request per connection: the job serves a few at a time.
+		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)

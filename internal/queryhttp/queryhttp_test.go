@@ -16,7 +16,7 @@ func TestHandler(t *testing.T) {
 			return nil, nil, nil, errors.New("Syntax error")
 		}
 		return []string{"n"}, []string{"UInt64"}, [][]string{{"7"}}, nil
-	})
+	}, 2)
 	for _, c := range []struct {
 		method, host, origin, format, body string
 		code                               int
@@ -48,5 +48,42 @@ func TestHandler(t *testing.T) {
 	}
 	if len(ran) != 4 || ran[0] != "SELECT 7 AS n;" {
 		t.Errorf("the runner saw %q; want only the four allowed requests", ran)
+	}
+}
+
+// Two requests run at once, each holding its slot until its answer is
+// written; a third is refused at once.
+func TestHandlerSlots(t *testing.T) {
+	entered, hold := make(chan struct{}), make(chan struct{})
+	h := Handler(func(ctx context.Context, sql string) ([]string, []string, [][]string, error) {
+		if sql == "slow" {
+			entered <- struct{}{}
+			<-hold
+		}
+		return []string{"n"}, []string{"UInt64"}, [][]string{{"1"}}, nil
+	}, 2)
+	post := func(body string) int {
+		req := httptest.NewRequest("POST", "/query", strings.NewReader(body))
+		req.Host = "localhost"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- post("slow") }()
+		<-entered
+	}
+	if code := post("fast"); code != 503 {
+		t.Errorf("a third request while two run: %d, want 503", code)
+	}
+	close(hold)
+	for range 2 {
+		if code := <-done; code != 200 {
+			t.Errorf("a slow request: %d, want 200", code)
+		}
+	}
+	if code := post("fast"); code != 200 {
+		t.Errorf("after the slow ones: %d, want 200", code)
 	}
 }

@@ -32,32 +32,55 @@ func (e *RefusedError) Error() string {
 	return "refused: " + e.Reason + " (only one SELECT without INTO OUTFILE, FORMAT, SETTINGS or functions that reach files, URLs, processes or other servers is served while the job runs; stop the job for anything else)"
 }
 
-// safeTableFunctions may appear in FROM: they make rows out of their
-// arguments and touch nothing outside the query. Every other table function
-// (file, url, s3, remote, mysql, executable, filesystem, input, ...) is
-// refused, in FROM and anywhere else, since a few share a name with a
-// scalar function (file) and new ones arrive with every engine release:
-// refusing by default keeps the next one out too.
+// safeTableFunctions may appear in FROM: they make rows out of numeric
+// arguments (or, view, out of a query that is checked like the rest) and
+// touch nothing outside the query. Every other table function (file, url, s3,
+// remote, mysql, executable, filesystem, input, ...) is refused, since new
+// ones arrive with every engine release and refusing by default keeps the
+// next one out too. values, generateRandom, null and format are refused as
+// well: their structure argument is a string the engine parses later, where
+// a column's ALIAS or DEFAULT expression (file(...)) hides from this check.
 var safeTableFunctions = map[string]bool{
 	"numbers": true, "numbers_mt": true, "zeros": true, "zeros_mt": true,
-	"generate_series": true, "generateseries": true, "generaterandom": true,
-	"values": true, "view": true, "null": true, "primes": true,
-	"format": true, // also the scalar format('{} {}', a, b); the table function parses inline data
+	"generate_series": true, "generateseries": true, "primes": true, "view": true,
 }
 
-// refusedFunction reports whether a function name (lower case) is refused
-// wherever it appears: table functions other than the safe ones, and the
+// pureScalars share a name with a table function but, called as a scalar,
+// only compute: format('{} {}', a, b).
+var pureScalars = map[string]bool{"format": true}
+
+// refusedFunction reports whether a function name (lower case), called as a
+// scalar, is refused: a table function's name (file is both), and the
 // scalar functions that reach outside the query.
 func refusedFunction(name string, tableFuncs map[string]bool) bool {
 	switch {
-	case tableFuncs[name] && !safeTableFunctions[name]:
+	case tableFuncs[name] && !pureScalars[name] && !safeTableFunctions[name]:
 		return true
 	case name == "catboostevaluate", name == "modelevaluate": // load a model file and a library
 		return true
 	case strings.HasPrefix(name, "dict"): // a dictionary's source may be a URL, a database or a program
 		return true
+	case strings.HasPrefix(name, "addressto"), name == "demangle": // the process's memory layout
+		return true
 	}
 	return false
+}
+
+// allowedNodes are the kinds of EXPLAIN AST node a SELECT for analytics is
+// made of. Any other kind is refused: a node that does not show what it
+// holds (APPLY(file) prints as a bare ColumnsApplyTransformer) would let a
+// function past the check, and an unknown kind may be one.
+var allowedNodes = map[string]bool{
+	"SelectWithUnionQuery": true, "SelectIntersectExceptQuery": true, "SelectQuery": true,
+	"ExpressionList": true, "Literal": true, "Function": true, "Identifier": true, "Subquery": true,
+	"TableIdentifier": true, "TablesInSelectQuery": true, "TablesInSelectQueryElement": true,
+	"TableExpression": true, "TableJoin": true, "ArrayJoin": true, "SampleRatio": true,
+	"Asterisk": true, "QualifiedAsterisk": true, "ColumnsRegexpMatcher": true, "ColumnsListMatcher": true,
+	"QualifiedColumnsRegexpMatcher": true, "QualifiedColumnsListMatcher": true,
+	"ColumnsTransformerList": true, "ColumnsExceptTransformer": true,
+	"ColumnsReplaceTransformer": true, "ColumnsReplaceTransformer::Replacement": true,
+	"WithElement": true, "OrderByElement": true, "Interpolate": true, "InterpolateElement": true,
+	"WindowDefinition": true, "WindowListElement": true, "LimitByElement": true,
 }
 
 // refusedTable reports whether a (database.)table name (lower case) is
@@ -69,7 +92,7 @@ func refusedTable(name string) bool {
 	} else if db != "system" {
 		return false
 	}
-	for _, p := range []string{"zookeeper", "distributed_ddl_queue", "replicas", "database_replicas", "s3queue", "azure_queue", "kafka_consumers", "named_collections"} {
+	for _, p := range []string{"zookeeper", "distributed_ddl_queue", "replicas", "database_replicas", "s3queue", "azure_queue", "kafka_consumers", "named_collections", "stack_trace", "symbols"} {
 		if strings.HasPrefix(table, p) {
 			return qualified || p == "zookeeper"
 		}
@@ -172,6 +195,10 @@ func (g *Gate) checkTree(tree string) error {
 			return &RefusedError{Reason: "INTO OUTFILE, FORMAT or SETTINGS (" + n.kind + " " + n.name + ")"}
 		case n.kind == "Set":
 			return &RefusedError{Reason: "SETTINGS"}
+		case n.kind == "ColumnsApplyTransformer":
+			return &RefusedError{Reason: "APPLY (its function does not show in the parsed statement)"}
+		case !allowedNodes[n.kind]:
+			return &RefusedError{Reason: "the construct " + n.kind}
 		case n.kind == "Function" && refusedFunction(n.name, g.tableFuncs):
 			return &RefusedError{Reason: "function " + n.name}
 		case n.kind == "Function" && parent == "TableExpression" && !safeTableFunctions[n.name]:

@@ -1,34 +1,41 @@
 package readonlysql
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
+
+	"github.com/hitcount/hitcount/internal/backend"
 )
 
 // Session is one engine session; each statement gets a new one, so nothing a
 // caller does (a current database, a temporary table) is seen by the next.
 type Session interface {
 	Querier
+	// QueryMax refuses a result of more than max bytes before copying it.
+	QueryMax(ctx context.Context, sql, format string, max int) ([]byte, error)
 	Close() error
 }
 
-// Server answers statements on fresh sessions, a few at a time: one slow
-// query must not hold the only way in, and many must not take the job's
-// memory and CPU from the collector.
+// What one served statement may cost the job beyond the engine's own limits
+// (time, memory, rows, block bytes): its text, and the Go strings it is
+// parsed into (an empty field is one byte of text and 16 of string header).
+const (
+	MaxOutput = 32 << 20
+	MaxFields = 2_000_000
+)
+
+// Server answers statements, each checked by the gate and run on a fresh
+// session.
 type Server struct {
-	open  func(ctx context.Context) (Session, error)
-	gate  *Gate
-	slots chan struct{}
+	open func(ctx context.Context) (Session, error)
+	gate *Gate
 }
 
-// ErrBusy says every slot is taken.
-var ErrBusy = errors.New("every query slot is busy: try again when a running query ends")
-
-// NewServer checks the engine once (its table functions) and answers at most
-// slots statements at once. open must return a session limited by the
-// engine's own settings (readonly, time, memory, result size).
-func NewServer(ctx context.Context, open func(ctx context.Context) (Session, error), slots int) (*Server, error) {
+// NewServer checks the engine once (its table functions). open must return a
+// session limited by the engine's own settings (readonly, time, memory,
+// result size).
+func NewServer(ctx context.Context, open func(ctx context.Context) (Session, error)) (*Server, error) {
 	s, err := open(ctx)
 	if err != nil {
 		return nil, err
@@ -38,27 +45,31 @@ func NewServer(ctx context.Context, open func(ctx context.Context) (Session, err
 	if err != nil {
 		return nil, err
 	}
-	return &Server{open: open, gate: g, slots: make(chan struct{}, max(1, slots))}, nil
+	return &Server{open: open, gate: g}, nil
 }
 
 // Run checks sql and runs its canonical form on a fresh session, returning
-// the output in format. A full house is ErrBusy at once rather than a wait
-// behind a query that may take its whole time limit.
-func (s *Server) Run(ctx context.Context, sql, format string) ([]byte, error) {
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	default:
-		return nil, ErrBusy
-	}
+// its result as text.
+func (s *Server) Run(ctx context.Context, sql string) (columns, types []string, rows [][]string, err error) {
 	sess, err := s.open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open a read-only session: %w", err)
+		return nil, nil, nil, fmt.Errorf("open a read-only session: %w", err)
 	}
 	defer sess.Close()
 	canonical, err := s.gate.Check(ctx, sess, sql)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return sess.Query(ctx, canonical, format)
+	out, err := sess.QueryMax(ctx, canonical, "TSVWithNamesAndTypes", MaxOutput)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if n := bytes.Count(out, []byte{'\t'}) + bytes.Count(out, []byte{'\n'}); n > MaxFields {
+		return nil, nil, nil, fmt.Errorf("result of about %d values, more than the %d served while the job runs: add a LIMIT or select fewer columns", n, MaxFields)
+	}
+	res, err := backend.ParseTSVWithNamesAndTypes(out)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return res.Columns, res.Types, res.Rows, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hitcount/hitcount/internal/chdb"
@@ -12,80 +11,50 @@ import (
 	"github.com/hitcount/hitcount/internal/testenv"
 )
 
-// session is a real engine session whose statements can be held mid-run.
+// session is a real engine session that counts its closes.
 type session struct {
 	*chdb.Engine
-	hold    chan struct{} // a statement "SELECT 'slow'" waits here
-	entered chan struct{} // after saying it has started
-	closed  *int
-	mu      *sync.Mutex
-}
-
-func (s session) Query(ctx context.Context, sql, format string) ([]byte, error) {
-	if strings.HasPrefix(sql, "SELECT 'slow'") {
-		s.entered <- struct{}{}
-		<-s.hold
-	}
-	return s.Engine.Query(ctx, sql, format)
+	closed *int
 }
 
 func (s session) Close() error {
-	s.mu.Lock()
 	*s.closed++
-	s.mu.Unlock()
 	return nil // the test's engine outlives the sessions
 }
 
-// A slow statement holds one slot, not the way in; a full house is refused
-// at once; each statement has a session of its own, closed after it.
-func TestServerSlotsAndSessions(t *testing.T) {
+// Each statement has a session of its own, closed after it; a result whose
+// text or number of values would cost the job more than the caps is refused
+// before it is parsed.
+func TestServerSessionsAndCaps(t *testing.T) {
 	e := testenv.Embedded(t)
 	ctx := context.Background()
-	hold, entered := make(chan struct{}), make(chan struct{})
-	var mu sync.Mutex
 	opened, closed := 0, 0
 	open := func(context.Context) (readonlysql.Session, error) {
-		mu.Lock()
 		opened++
-		mu.Unlock()
-		return session{Engine: e, hold: hold, entered: entered, closed: &closed, mu: &mu}, nil
+		return session{Engine: e, closed: &closed}, nil
 	}
-	srv, err := readonlysql.NewServer(ctx, open, 2)
+	srv, err := readonlysql.NewServer(ctx, open)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := make(chan error)
-	go func() {
-		_, err := srv.Run(ctx, "SELECT 'slow'", "TSV")
-		slow <- err
-	}()
-	<-entered
-	out, err := srv.Run(ctx, "SELECT 40 + 2", "TSV")
-	if err != nil || string(out) != "42\n" {
-		t.Fatalf("a query beside a slow one: %q, %v; want 42", out, err)
+	cols, _, rows, err := srv.Run(ctx, "SELECT 40 + 2 AS n")
+	if err != nil || len(cols) != 1 || cols[0] != "n" || len(rows) != 1 || rows[0][0] != "42" {
+		t.Fatalf("SELECT 40 + 2: %v %v %v", cols, rows, err)
 	}
-	slow2 := make(chan error)
-	go func() {
-		_, err := srv.Run(ctx, "SELECT 'slow'", "TSV")
-		slow2 <- err
-	}()
-	<-entered
-	if _, err := srv.Run(ctx, "SELECT 1", "TSV"); !errors.Is(err, readonlysql.ErrBusy) {
-		t.Errorf("a third query while two run: %v; want ErrBusy", err)
+	// Text: an Enum's long name is one byte in a block.
+	enum := "CAST(1, 'Enum8(''" + strings.Repeat("a", 500) + "'' = 1)')"
+	if _, _, _, err := srv.Run(ctx, "SELECT "+enum+" FROM numbers(100000)"); !errors.Is(err, chdb.ErrResultTooLarge) {
+		t.Errorf("50 MB of enum names: %v; want ErrResultTooLarge", err)
 	}
-	close(hold)
-	if err := <-slow; err != nil {
-		t.Errorf("slow query: %v", err)
+	// Values: 200 empty columns of 20,000 rows are 4 MB of text and 4 M strings.
+	var cs []string
+	for range 200 {
+		cs = append(cs, "''")
 	}
-	if err := <-slow2; err != nil {
-		t.Errorf("second slow query: %v", err)
+	if _, _, _, err := srv.Run(ctx, "SELECT "+strings.Join(cs, ", ")+" FROM numbers(20000)"); err == nil || !strings.Contains(err.Error(), "values") {
+		t.Errorf("4 M empty values: %v; want refused", err)
 	}
-	if _, err := srv.Run(ctx, "SELECT 1", "TSV"); err != nil {
-		t.Errorf("after the slow ones ended: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if opened < 5 || opened != closed {
-		t.Errorf("sessions opened %d, closed %d: want one per statement (plus the gate's), each closed", opened, closed)
+	if opened != 4 || closed != 4 {
+		t.Errorf("sessions opened %d, closed %d: want one per statement plus the gate's, each closed", opened, closed)
 	}
 }
