@@ -2,6 +2,7 @@ package sink
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -141,8 +142,38 @@ func (b *Batch) mark(off, next int64) {
 	b.Lines++
 }
 
-// Add appends a parsed line at offset off; next is the offset after it.
-func (b *Batch) Add(h *parser.Hit, off, next int64) {
+// The times a row may carry: DateTime is UInt32 seconds on both stores, but
+// what a store holds is more than the column. Measured here:
+//   - the 18.16 server stores any UInt32 in the column, but its date functions
+//     (toDate, toYYYYMM: hits_1d, the partition key, text output) wrap to 1970
+//     from 2106-02-07 00:00:00 in the server's zone on; a time it is sent
+//     outside 0..2^32-1 wraps in the column itself;
+//   - the embedded engine (26.x) holds up to 2106-02-07 06:28:15 and silently
+//     clamps text times outside 1970..2106 to the bounds; bare numbers it
+//     reads as Unix times only with exactly 10 digits (see AppendTSV).
+//
+// So a row must lie in [MinTime, MaxTime]: 1970-01-01 00:00:00 UTC (0, the
+// column's zero, held as such by both) to 2106-02-05 23:59:59 UTC, a day
+// short of where 18.16 wraps so that no server zone (up to UTC+24h) puts a
+// row on the day it cannot hold. A line outside is a reject.
+const (
+	MinUnix int64 = 0
+	MaxUnix int64 = 4294857599 // 2106-02-05T23:59:59Z
+)
+
+// Add appends a parsed line at offset off; next is the offset after it. A
+// line whose time the stores cannot hold (see MaxUnix) becomes a reject
+// instead, with the reason; its sample line is rebuilt from the parsed
+// fields (AddLine keeps the raw line).
+func (b *Batch) Add(h *parser.Hit, off, next int64) { b.AddLine(h, off, next, nil) }
+
+// AddLine is Add with the raw line, kept as the reject sample when the line's
+// time is out of range.
+func (b *Batch) AddLine(h *parser.Hit, off, next int64, line []byte) {
+	if h.Unix < MinUnix || h.Unix > MaxUnix {
+		b.rejectTime(h, off, next, line)
+		return
+	}
 	b.mark(off, next)
 	b.ts = append(b.ts, h.Unix)
 	b.host.add(h.Host)
@@ -177,4 +208,54 @@ func (b *Batch) AddReject(off, next int64, reason string, line []byte) {
 		}
 		b.Rejects = append(b.Rejects, Reject{Offset: off, Reason: reason, Line: string(line)})
 	}
+}
+
+// rejectTime records a parsed line whose time the stores cannot hold. Off
+// the hot path: only here are the reason and sample built.
+//
+//go:noinline
+func (b *Batch) rejectTime(h *parser.Hit, off, next int64, line []byte) {
+	if line == nil {
+		line = describe(h)
+	}
+	b.AddReject(off, next, TimeRangeReason(h.Unix), line)
+}
+
+// TimeRangeReason is the reject reason of a line logged at unix, outside
+// [MinUnix, MaxUnix].
+func TimeRangeReason(unix int64) string {
+	return fmt.Sprintf("time %s is outside what the store can hold (%s to %s)",
+		time.Unix(unix, 0).UTC().Format(time.RFC3339), time.Unix(MinUnix, 0).UTC().Format(time.RFC3339), time.Unix(MaxUnix, 0).UTC().Format(time.RFC3339))
+}
+
+// describe rebuilds a line from a hit's fields when the raw line is not at
+// hand: enough to find it in the log (the reject also has its offset).
+func describe(h *parser.Hit) []byte {
+	var d []byte
+	d = append(d, h.RemoteAddr...)
+	d = append(d, " ["...)
+	d = h.Time().AppendFormat(d, time.RFC3339)
+	d = append(d, "] \""...)
+	if len(h.Method) > 0 || len(h.Path) > 0 {
+		d = append(d, h.Method...)
+		d = append(d, ' ')
+		d = append(d, h.Path...)
+		if len(h.Query) > 0 {
+			d = append(d, '?')
+			d = append(d, h.Query...)
+		}
+		if len(h.Protocol) > 0 {
+			d = append(d, ' ')
+			d = append(d, h.Protocol...)
+		}
+	} else {
+		d = append(d, h.BadRequest...)
+	}
+	d = append(d, '"', ' ')
+	d = strconv.AppendUint(d, uint64(h.Status), 10)
+	if len(h.Host) > 0 {
+		d = append(d, " host="...)
+		d = append(d, h.Host...)
+	}
+	return d
 }

@@ -40,7 +40,7 @@ func (c *strCol) appendTSV(dst []byte, i int) []byte {
 func (b *Batch) AppendTSV(dst []byte) []byte {
 	site := appendTSV(nil, []byte(b.Site))
 	for i := range b.ts {
-		dst = strconv.AppendInt(dst, b.ts[i], 10)
+		dst = appendUnix10(dst, b.ts[i])
 		dst = append(dst, '\t')
 		dst = append(dst, site...)
 		for _, c := range []*strCol{&b.host, &b.method, &b.path, &b.query, &b.protocol} {
@@ -70,7 +70,7 @@ func (b *Batch) AppendTSV(dst []byte) []byte {
 // inserted, site, source_id, offset, reason, line.
 func (b *Batch) AppendRejectsTSV(dst []byte, now time.Time) []byte {
 	for _, r := range b.Rejects {
-		dst = strconv.AppendInt(dst, now.Unix(), 10)
+		dst = appendUnix10(dst, now.Unix())
 		dst = append(dst, '\t')
 		dst = appendTSV(dst, []byte(b.Site))
 		dst = append(dst, '\t')
@@ -84,4 +84,21 @@ func (b *Batch) AppendRejectsTSV(dst []byte, now time.Time) []byte {
 		dst = append(dst, '\n')
 	}
 	return dst
+}
+
+// appendUnix10 appends a DateTime as a Unix time of exactly 10 digits,
+// zero-padded: the one numeric form the embedded engine reads as a Unix time
+// whatever its date_time_input_format (best_effort, its default, refuses a
+// batch holding "0" or "86400": fewer digits, so any time before
+// 2001-09-09; an 11th digit is garbage), and text times would depend on the
+// session's zone. Values outside the column's range are clamped to it; Add
+// keeps rows' times inside MinUnix..MaxUnix.
+func appendUnix10(dst []byte, sec int64) []byte {
+	sec = min(max(sec, 0), 1<<32-1)
+	var d [10]byte
+	for i := 9; i >= 0; i-- {
+		d[i] = byte('0' + sec%10)
+		sec /= 10
+	}
+	return append(dst, d[:]...)
 }
