@@ -191,6 +191,19 @@ func (b *Batch) AddLine(h *parser.Hit, off, next int64, line []byte) {
 	b.offset = append(b.offset, uint64(off))
 }
 
+// RejectsTime is what the batch's rejects are stamped with (their inserted
+// column): when its first line was read (ReadAt), in whole seconds. Every
+// send of the batch, a retry after an unknown outcome included, so carries
+// the same rows, which a store deduplicating by content (replicated tables
+// without a token) needs to drop the re-send. A batch without ReadAt gets
+// it here, once.
+func (b *Batch) RejectsTime() time.Time {
+	if b.ReadAt.IsZero() {
+		b.ReadAt = time.Now()
+	}
+	return b.ReadAt.Truncate(time.Second)
+}
+
 // maxRejectSample bounds the rejects kept per batch: a wrong format rejects
 // every line, and the rejects table is for diagnosis, not a second copy of the log.
 const maxRejectSample = 100

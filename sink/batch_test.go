@@ -68,6 +68,30 @@ func TestAddRejectsTimesOutOfRange(t *testing.T) {
 	}
 }
 
+// Every send of a batch carries the same reject rows: stamped with when the
+// batch was read, not when it is sent.
+func TestRejectsAreStampedOnce(t *testing.T) {
+	b := NewBatch(2)
+	b.Reset("www", 1)
+	b.AddReject(0, 5, "bad", []byte("junk"))
+	first := b.AppendRejectsTSV(nil)
+	at := b.RejectsTime()
+	time.Sleep(1100 * time.Millisecond)
+	if again := b.AppendRejectsTSV(nil); !bytes.Equal(first, again) || !b.RejectsTime().Equal(at) {
+		t.Errorf("a second send differs: %q then %q", first, again)
+	}
+	b.Reset("www", 1)
+	read := time.Date(2026, 11, 22, 10, 0, 0, 500, time.UTC)
+	b.ReadAt = read
+	b.AddReject(0, 5, "bad", []byte("junk"))
+	if got := b.RejectsTime(); !got.Equal(read.Truncate(time.Second)) {
+		t.Errorf("rejects stamped %v, want the read time %v", got, read)
+	}
+	if got := string(b.AppendRejectsTSV(nil)); !strings.HasPrefix(got, "1795341600\twww\t1\t0\tbad\tjunk\n") {
+		t.Errorf("rejects TSV %q", got)
+	}
+}
+
 func BenchmarkBatchAdd(b *testing.B) {
 	const rows = 50000
 	batch := NewBatch(rows)

@@ -237,9 +237,9 @@ func (s *Sink) insertRejects(ctx context.Context, b *Batch) (err error) {
 			batch.Abort()
 		}
 	}()
-	now := time.Now()
+	at := b.RejectsTime()
 	for _, r := range b.Rejects {
-		if err := batch.Append(now, b.Site, b.SourceID, uint64(r.Offset), r.Reason, r.Line); err != nil {
+		if err := batch.Append(at, b.Site, b.SourceID, uint64(r.Offset), r.Reason, r.Line); err != nil {
 			return err
 		}
 	}

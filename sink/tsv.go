@@ -2,7 +2,6 @@ package sink
 
 import (
 	"strconv"
-	"time"
 )
 
 // appendTSV appends v escaped as a TSV field: the bytes a log line holds
@@ -67,10 +66,12 @@ func (b *Batch) AppendTSV(dst []byte) []byte {
 }
 
 // AppendRejectsTSV appends the batch's reject samples in TSV, columns
-// inserted, site, source_id, offset, reason, line.
-func (b *Batch) AppendRejectsTSV(dst []byte, now time.Time) []byte {
+// inserted, site, source_id, offset, reason, line; inserted is RejectsTime,
+// so the same batch always gives the same bytes.
+func (b *Batch) AppendRejectsTSV(dst []byte) []byte {
+	at := b.RejectsTime().Unix()
 	for _, r := range b.Rejects {
-		dst = appendUnix10(dst, now.Unix())
+		dst = appendUnix10(dst, at)
 		dst = append(dst, '\t')
 		dst = appendTSV(dst, []byte(b.Site))
 		dst = append(dst, '\t')

@@ -122,8 +122,8 @@ func (s *Store) Insert(ctx context.Context, b *sink.Batch) error {
 		}
 	}
 	if len(b.Rejects) > 0 {
-		buf = append(buf[:0], "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line) SETTINGS insert_deduplication_token = '"+id+"-rejects' FORMAT TSV\n"...)
-		buf = b.AppendRejectsTSV(buf, time.Now())
+		buf = append(buf[:0], "INSERT INTO "+s.db+".rejects (inserted, site, source_id, offset, reason, line) SETTINGS insert_deduplication_token = '"+id+"-rejects', deduplicate_blocks_in_dependent_materialized_views = 1 FORMAT TSV\n"...)
+		buf = b.AppendRejectsTSV(buf)
 		if err := s.e.Exec(ctx, string(buf)); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
