@@ -3,6 +3,7 @@ package sink_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,14 @@ func TestResentBatchRejectsOnce(t *testing.T) {
 		defer s.Close()
 		if err := s.Migrate(ctx); err != nil {
 			t.Fatal(err)
+		}
+		// Replicated tables deduplicate without a token: read from the
+		// tables an insert writes on this replica, not assumed.
+		checkDedupTables(t, s.Dedup(), "hc", "_local", true, "")
+		for _, tb := range s.Dedup().Tables {
+			if !strings.HasPrefix(tb.Engine, "Replicated") {
+				t.Errorf("%s: engine %s", tb.Table, tb.Engine)
+			}
 		}
 		check(t, ctx, s, "hc", "_local", resendBatch(0xc1a5))
 	})

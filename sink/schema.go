@@ -217,7 +217,37 @@ const BotPattern = `(?i)(bot|crawl|spider|slurp|curl|wget|python-requests|go-htt
 // Objects that exist already are not created again: a current schema needs
 // no CREATE right (least-privilege users), and in cluster mode no ON CLUSTER
 // statement, which would wait for every server, down ones included.
+//
+// Then it reads what the tables an insert writes do with a re-sent batch
+// (Deduplicates), giving each of the schema's plain MergeTree tables that
+// lacks non_replicated_deduplication_window the setting on a server that
+// has it (ALTER TABLE ... MODIFY SETTING). A user who may not ALTER (the
+// least-privilege collector) leaves such a table as it is: Deduplicates is
+// then false, each such table is logged with why, and `collector -migrate`
+// run by an administrator fixes it.
 func (s *Sink) Migrate(ctx context.Context) error {
+	if err := s.create(ctx); err != nil {
+		return err
+	}
+	var alter func(context.Context, string) error
+	if s.cluster == "" && s.features.dedupToken {
+		alter = func(ctx context.Context, stmt string) error { return s.conn.Exec(ctx, stmt) }
+	}
+	suffix := ""
+	if s.cluster != "" {
+		suffix = "_local"
+	}
+	d, err := checkDedup(ctx, s, alter, s.db, s.version, suffix)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	s.dedup.Store(&d)
+	d.log(s.log)
+	return nil
+}
+
+// create creates what is missing of the schema.
+func (s *Sink) create(ctx context.Context) error {
 	stmts := schema(s.db, s.features)
 	if s.cluster != "" {
 		stmts = clusterSchema(stmts, s.cluster)

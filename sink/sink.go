@@ -8,7 +8,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -29,6 +31,9 @@ type Options struct {
 	// Cluster, when set, is the cluster (in the servers' remote_servers) of
 	// a replicated schema: see cluster.go.
 	Cluster string
+	// Logger hears what Migrate finds (a table that does not deduplicate);
+	// nil is slog's default.
+	Logger *slog.Logger
 }
 
 // Sink is a connection pool to one ClickHouse server or cluster entry point.
@@ -40,6 +45,8 @@ type Sink struct {
 	version       Version
 	features      features
 	insertTimeout time.Duration
+	log           *slog.Logger
+	dedup         atomic.Pointer[Dedup] // what the tables do with a re-sent batch, read by Migrate
 }
 
 var hitsColumns = HitsColumns
@@ -97,7 +104,7 @@ func open(ctx context.Context, o Options, comp *clickhouse.Compression, database
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
 	}
-	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger}
 	if o.Cluster != "" {
 		s.pinned = clickhouse.OpenDB(copts)
 	}
@@ -372,8 +379,18 @@ func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path st
 	return nil
 }
 
-// Deduplicates reports whether the server drops an identical batch inserted
-// again, in hits and in its materialized views: with insert_deduplication_token
-// (ClickHouse >= 22.2), and in cluster mode, where replicated tables drop a
-// block whose checksum Keeper has seen.
-func (s *Sink) Deduplicates() bool { return s.features.dedupToken || s.cluster != "" }
+// Deduplicates reports whether an identical batch inserted again is dropped,
+// in hits and rejects and in every table their views write to, as Migrate
+// read it from the tables (see dedup.go): false before Migrate has run.
+func (s *Sink) Deduplicates() bool {
+	d := s.dedup.Load()
+	return d != nil && d.On()
+}
+
+// Dedup is what Migrate found the tables do with a re-sent batch.
+func (s *Sink) Dedup() Dedup {
+	if d := s.dedup.Load(); d != nil {
+		return *d
+	}
+	return Dedup{}
+}

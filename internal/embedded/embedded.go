@@ -15,10 +15,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hitcount/hitcount/internal/chdb"
@@ -30,6 +32,12 @@ type Options struct {
 	LibPath  string
 	DataPath string
 	Database string
+	// SkipMigrate opens the store as its tables are: nothing created or
+	// altered (Migrate does that). Deduplicates still reads the tables.
+	SkipMigrate bool
+	// Logger hears what Migrate finds (a table that does not deduplicate);
+	// nil is slog's default.
+	Logger *slog.Logger
 }
 
 // Store writes and reads hits in the embedded engine. The engine belongs to
@@ -37,14 +45,17 @@ type Options struct {
 // an insert never outlives the process that made it: there is nothing to
 // settle after a crash, only the committed offsets to read.
 type Store struct {
-	e    *chdb.Engine
-	db   string
-	bufs sync.Pool // *[]byte statement buffers, one per concurrent insert
+	e     *chdb.Engine
+	db    string
+	bufs  sync.Pool // *[]byte statement buffers, one per concurrent insert
+	log   *slog.Logger
+	dedup atomic.Pointer[sink.Dedup]
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Open opens the engine on the data directory and creates the schema.
+// Open opens the engine on the data directory and brings the schema up to
+// date (Migrate), unless o.SkipMigrate.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if !identRE.MatchString(o.Database) {
 		return nil, fmt.Errorf("embedded store: database name %q is not an identifier", o.Database)
@@ -53,14 +64,19 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{e: e, db: o.Database, bufs: sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}}
+	s := &Store{e: e, db: o.Database, log: o.Logger, bufs: sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}}
 	// DateTime text is read and written as UTC (see scanTSV), and the daily
 	// rollup's days are UTC days, as on a server configured as deploy/ says.
 	if err := e.Exec(ctx, "SET session_timezone = 'UTC'"); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("embedded store: %w", err)
 	}
-	if err := s.migrate(ctx); err != nil {
+	if o.SkipMigrate {
+		err = s.checkDedup(ctx, false)
+	} else {
+		err = s.Migrate(ctx)
+	}
+	if err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -88,7 +104,11 @@ func (s *Store) Version(ctx context.Context) (sink.Version, error) {
 	return v, nil
 }
 
-func (s *Store) migrate(ctx context.Context) error {
+// Migrate creates what is missing of the schema, gives each table an insert
+// writes that lacks non_replicated_deduplication_window (created by an older
+// hitcount) the setting, and reads whether they all deduplicate
+// (Deduplicates).
+func (s *Store) Migrate(ctx context.Context) error {
 	v, err := s.Version(ctx)
 	if err != nil {
 		return err
@@ -99,6 +119,25 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("embedded store: migrate: %s: %w", strings.TrimSpace(first), err)
 		}
 	}
+	return s.checkDedup(ctx, true)
+}
+
+// checkDedup reads what the tables do with a re-sent batch, first bringing
+// them up to the schema if migrate.
+func (s *Store) checkDedup(ctx context.Context, migrate bool) error {
+	v, err := s.Version(ctx)
+	if err != nil {
+		return err
+	}
+	var alter func(context.Context, string) error
+	if migrate {
+		alter = s.e.Exec
+	}
+	d, err := sink.CheckDedup(ctx, s, alter, s.db, v, s.log)
+	if err != nil {
+		return fmt.Errorf("embedded store: %w", err)
+	}
+	s.dedup.Store(&d)
 	return nil
 }
 
@@ -190,9 +229,22 @@ var tsvUnescaper = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, 
 func escapeTSV(s string) string   { return tsvEscaper.Replace(s) }
 func unescapeTSV(s string) string { return tsvUnescaper.Replace(s) }
 
-// Deduplicates is true: the engine takes insert_deduplication_token, and the
-// tables keep a deduplication window.
-func (s *Store) Deduplicates() bool { return true }
+// Deduplicates reports whether an identical batch inserted again is dropped
+// everywhere it lands: the engine takes insert_deduplication_token, so it is
+// so when hits, rejects and every table their views write to keep a
+// deduplication window, as the tables say (read at Open and Migrate).
+func (s *Store) Deduplicates() bool {
+	d := s.dedup.Load()
+	return d != nil && d.On()
+}
+
+// Dedup is what the tables do with a re-sent batch, table by table.
+func (s *Store) Dedup() sink.Dedup {
+	if d := s.dedup.Load(); d != nil {
+		return *d
+	}
+	return sink.Dedup{}
+}
 
 // Database is the database holding the tables.
 func (s *Store) Database() string { return s.db }
