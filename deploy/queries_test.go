@@ -586,7 +586,11 @@ type chdbJob struct {
 	// this key, the statements exactly as it sends them; one result per
 	// step.
 	KeeperMap string
-	Results   string // file to write []chdbResult to, as JSON
+	// Dedup, after that: run the deduplication step of the schema migration
+	// (sink.CheckDedup: read the tables, ALTER those lacking the window) as
+	// this user; one result, Out the verdict (dedupStep).
+	Dedup   bool
+	Results string // file to write []chdbResult to, as JSON
 }
 
 type chdbResult struct {
@@ -634,6 +638,9 @@ func runChdbJob(path string) error {
 	}
 	if job.KeeperMap != "" {
 		results = append(results, keeperMapSteps(ctx, e, job.KeeperMap)...)
+	}
+	if job.Dedup {
+		results = append(results, dedupStep(ctx, e))
 	}
 	out, err := json.Marshal(results)
 	if err != nil {
@@ -863,6 +870,15 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 	}
 	e.run("", append(admin, schema...)...)
 
+	// That schema is an older hitcount's (18.16 has no deduplication
+	// window): the collector, which may not ALTER, finds that its tables do
+	// not deduplicate and says which and why; an administrator's
+	// `collector -migrate` brings them up to the schema, after which the
+	// collector finds them deduplicating, with no right to change them.
+	e.checkDedup("collector", false, "ACCESS_DENIED", "collector -migrate")
+	e.checkDedup("", true)
+	e.checkDedup("collector", true)
+
 	// At start each binary lists what exists (sink.Migrate) and, the schema
 	// being current, creates nothing: it must see every object of it, and
 	// needs no right to create.
@@ -963,4 +979,100 @@ func xmlText(s string) string {
 	var b strings.Builder
 	_ = xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// engineSelect is sink.Selecter over the engine: ? bound as string
+// literals, every column scanned as a string.
+type engineSelect struct{ e *chdb.Engine }
+
+var tsvUnescape = strings.NewReplacer(`\\`, `\`, `\t`, "\t", `\n`, "\n", `\r`, "\r", `\'`, "'", `\0`, "\x00")
+
+func (s engineSelect) Select(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
+	for _, a := range args {
+		q = strings.Replace(q, "?", "'"+strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(fmt.Sprint(a))+"'", 1)
+	}
+	out, err := s.e.Query(ctx, q, "TSV")
+	if err != nil {
+		return err
+	}
+	for line := range strings.SplitSeq(strings.TrimSuffix(string(out), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		fields := strings.Split(line, "\t")
+		err := fn(func(dest ...any) error {
+			if len(dest) != len(fields) {
+				return fmt.Errorf("%d destinations for %d columns", len(dest), len(fields))
+			}
+			for i, d := range dest {
+				p, ok := d.(*string)
+				if !ok {
+					return fmt.Errorf("cannot scan into %T", d)
+				}
+				*p = tsvUnescape.Replace(fields[i])
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dedupStep runs the deduplication step of the migration on database
+// hitcount as the process's user: "on", or "off" and each table's reason,
+// one per line.
+func dedupStep(ctx context.Context, e *chdb.Engine) chdbResult {
+	r := chdbResult{Out: "dedup"}
+	out, err := e.Query(ctx, "SELECT version()", "TSV")
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	var v sink.Version
+	fmt.Sscanf(string(out), "%d.%d", &v.Major, &v.Minor)
+	d, err := sink.CheckDedup(ctx, engineSelect{e}, e.Exec, "hitcount", v, nil)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	if d.On() {
+		r.Out = "on"
+		return r
+	}
+	r.Out = "off"
+	for _, t := range d.Off() {
+		r.Out += "\n" + t.Table + ": " + t.Why
+	}
+	return r
+}
+
+// checkDedup runs the migration's deduplication step as user and checks its
+// verdict: on, or off for each table an insert writes with every one of why
+// in its reason.
+func (e *engine) checkDedup(user string, on bool, why ...string) {
+	e.t.Helper()
+	results := e.job(user, chdbJob{Dedup: true})
+	if len(results) != 1 || results[0].Err != "" {
+		e.t.Fatalf("dedup step as %s: %+v", orAdmin(user), results)
+	}
+	out := results[0].Out
+	if on {
+		if out != "on" {
+			e.t.Errorf("as %s, the tables do not deduplicate:\n%s", orAdmin(user), out)
+		}
+		return
+	}
+	lines := strings.Split(out, "\n")
+	if lines[0] != "off" || len(lines) != 7 {
+		e.t.Errorf("as %s: dedup %q; want off for the 6 tables an insert writes", orAdmin(user), out)
+	}
+	for _, l := range lines[1:] {
+		for _, w := range why {
+			if !strings.Contains(l, w) {
+				e.t.Errorf("as %s: %s; want the reason to say %q", orAdmin(user), l, w)
+			}
+		}
+	}
 }
