@@ -107,6 +107,23 @@ func (p *positions) setInFlight(id uint64, first, last int64) error {
 	return p.save()
 }
 
+// clearInFlight forgets a source's batch in flight once the store has
+// acknowledged it: a record left behind would be inserted again at the next
+// reopen of the source (a restart, or the gzip of a finished file under
+// delaycompress), and trust a deduplication window that may have passed.
+func (p *positions) clearInFlight(id uint64) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.inFlight[id]; !ok {
+		return nil
+	}
+	delete(p.inFlight, id)
+	return p.save()
+}
+
 func (p *positions) getInFlight(id uint64) (first, last int64, ok bool) {
 	if p == nil {
 		return 0, 0, false

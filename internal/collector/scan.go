@@ -260,8 +260,9 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 			c.log.Warn("cannot save the positions hint", "err", err)
 		}
 	}
-	// The in-flight record is rewritten before every insert, so it is this
-	// source's latest batch: committed or not, it starts at or before start.
+	// The in-flight record is written before every insert and cleared once
+	// the store acknowledged it: it exists only for a batch whose outcome the
+	// previous process never learnt, which starts at or before start.
 	replay := int64(-1)
 	if first, last, ok := c.positions.getInFlight(id.ID); ok && c.dedup && first <= start {
 		// The last batch this source handed to the store may have landed only

@@ -94,6 +94,11 @@ func (s *shipper) send(ctx context.Context) {
 		if err == nil {
 			bo.Reset()
 			s.c.ack(j.b)
+			if s.c.dedup {
+				if err := s.c.positions.clearInFlight(j.b.SourceID); err != nil {
+					s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
+				}
+			}
 			s.c.setReady(true)
 			if m := s.c.m; m != nil {
 				m.InsertSeconds.Observe(time.Since(t0).Seconds())
@@ -176,25 +181,24 @@ func (s *shipper) read(ctx context.Context) {
 	for {
 		select {
 		case r := <-s.resync:
-			gen = s.applyResync(r, b)
+			gen, b = s.applyResync(r, b)
 		default:
 		}
 		if ctx.Err() != nil {
 			s.handOff(b, gen)
 			return
 		}
-		if b == nil {
-			var err error
-			if b, err = s.c.acquire(ctx); err != nil {
-				return
-			}
-			b.Reset(s.src.Site, s.id.ID)
-		}
 		line, off, err := s.reader.Next()
 		var tooLong *lines.TooLongError
 		switch {
 		case err == nil:
 			idleSince = time.Time{}
+			// A batch is taken only with a line in hand: a file with nothing
+			// to read holds none, so any number of files, busy or idle,
+			// share MaxPending batches without starving each other.
+			if b, err = s.take(ctx, b); err != nil {
+				return
+			}
 			s.addLine(b, &h, line, off)
 			if s.replayUntil >= 0 {
 				if off >= s.replayUntil {
@@ -216,6 +220,9 @@ func (s *shipper) read(ctx context.Context) {
 			continue
 		case errors.As(err, &tooLong) && !tooLong.Partial:
 			idleSince = time.Time{}
+			if b, err = s.take(ctx, b); err != nil {
+				return
+			}
 			s.markRead(b)
 			b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
 			continue
@@ -226,6 +233,8 @@ func (s *shipper) read(ctx context.Context) {
 				return
 			}
 		case err == io.EOF:
+			// line holds any partial last line: kept in the reader until it
+			// is complete, or taken as it is when the file is finished.
 		default:
 			s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
 			s.readFailed = true
@@ -239,7 +248,7 @@ func (s *shipper) read(ctx context.Context) {
 			progress.Done()
 			progress = nil
 		}
-		if b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
+		if b != nil && b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
 			if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
 				return
 			}
@@ -248,17 +257,62 @@ func (s *shipper) read(ctx context.Context) {
 		if idleSince.IsZero() {
 			idleSince = s.c.opts.Now()
 		}
-		if done := s.finished(idleSince); done {
+		switch s.finished(idleSince) {
+		case notFinished:
+		case truncated:
+			s.handOff(b, gen)
+			return
+		case finished:
+			// Nothing more will be written: a last line without a newline
+			// is a line like the others (the committed offset is its start;
+			// a reopen finds it incomplete and reads nothing more).
+			if b, err = s.takeTail(ctx, b, &h); err != nil {
+				return
+			}
 			s.handOff(b, gen)
 			return
 		}
 		select {
 		case <-ctx.Done():
 		case r := <-s.resync:
-			gen = s.applyResync(r, b)
+			gen, b = s.applyResync(r, b)
 		case <-time.After(s.c.opts.Poll):
 		}
 	}
+}
+
+// take returns b, or a free batch for this source when b is nil.
+func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) {
+	if b != nil {
+		return b, nil
+	}
+	b, err := s.c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.Reset(s.src.Site, s.id.ID)
+	return b, nil
+}
+
+// takeTail adds the bytes after a finished file's last newline to b, as a
+// line or, when over the limit, a reject.
+func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit) (*sink.Batch, error) {
+	line, off, err := s.reader.Next()
+	var tooLong *lines.TooLongError
+	switch {
+	case err == io.EOF && len(line) > 0:
+		if b, err = s.take(ctx, b); err != nil {
+			return nil, err
+		}
+		s.addLine(b, h, line, off)
+	case errors.As(err, &tooLong):
+		if b, err = s.take(ctx, b); err != nil {
+			return nil, err
+		}
+		s.markRead(b)
+		b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
+	}
+	return b, nil
 }
 
 // startBackfill starts following the read when the backlog is large.
@@ -323,8 +377,7 @@ func (s *shipper) ship(ctx context.Context, b *sink.Batch, gen int) (int, *sink.
 		case r := <-s.resync:
 			// The previous batch failed while this one waited: what it holds
 			// may be ahead of the committed lines; read them again.
-			gen = s.applyResync(r, b)
-			return gen, b
+			return s.applyResync(r, b)
 		}
 	}
 }
@@ -342,15 +395,14 @@ func (s *shipper) handOff(b *sink.Batch, gen int) {
 	s.sendCh <- job{b, gen}
 }
 
-// applyResync repositions the reader after the last committed line and empties
-// the batch being filled.
-func (s *shipper) applyResync(r resync, b *sink.Batch) int {
-	if b != nil && b.Lines > 0 {
-		s.c.countBatch("discarded")
-		s.c.mu.Lock()
-		delete(s.c.unshipped, b)
-		s.c.mu.Unlock()
-		b.Reset(s.src.Site, s.id.ID)
+// applyResync repositions the reader after the last committed line and gives
+// back the batch being filled (its lines are read again).
+func (s *shipper) applyResync(r resync, b *sink.Batch) (int, *sink.Batch) {
+	if b != nil {
+		if b.Lines > 0 {
+			s.c.countBatch("discarded")
+		}
+		s.c.release(b)
 	}
 	var err error
 	if r.ok {
@@ -366,7 +418,7 @@ func (s *shipper) applyResync(r resync, b *sink.Batch) int {
 		s.c.log.Error("cannot reposition after a failed insert", "path", s.path, "err", err)
 	}
 	s.c.log.Info("resuming after the last committed line", "path", s.path, "offset", s.reader.Offset())
-	return r.gen
+	return r.gen, nil
 }
 
 // replaced reports whether the open file's first line is no longer the one
@@ -382,22 +434,34 @@ func (s *shipper) replaced() bool {
 	return err == nil && id.ID != s.id.ID
 }
 
+// ending says whether a file at the end of its written data is done.
+type ending int
+
+const (
+	notFinished ending = iota
+	finished           // nothing more will be written: read to its very end
+	truncated          // its content was replaced: what follows is not its own
+)
+
 // finished decides, at the end of the written data, whether the file is done:
 // a gzipped file at its end; a truncated one; one that left its live path, or
 // a rotated sibling, idle for RotatedIdle.
-func (s *shipper) finished(idleSince time.Time) bool {
+func (s *shipper) finished(idleSince time.Time) ending {
 	if s.id.Gzip {
-		return true
+		return finished
 	}
 	fi, err := s.reader.File().Stat()
 	if err != nil {
-		return true
+		return truncated
 	}
 	if fi.Size() < s.reader.Offset() || s.replaced() {
 		s.c.log.Info("log file was truncated; its remaining lines are read from the rotated copy", "path", s.path)
-		return true
+		return truncated
 	}
-	idle := s.c.opts.Now().Sub(idleSince) >= s.c.opts.RotatedIdle
+	idle := notFinished
+	if s.c.opts.Now().Sub(idleSince) >= s.c.opts.RotatedIdle {
+		idle = finished
+	}
 	if !s.live {
 		return idle
 	}
@@ -411,7 +475,7 @@ func (s *shipper) finished(idleSince time.Time) bool {
 	cur, err := stat(s.path)
 	if err == nil {
 		if key, ok := statKey(cur); ok && key == s.key {
-			return false // still the live file
+			return notFinished // still the live file
 		}
 	}
 	return idle
