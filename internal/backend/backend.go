@@ -28,6 +28,8 @@ type Store interface {
 	Insert(ctx context.Context, b *sink.Batch) error
 	Settle(ctx context.Context, source uint64) (int64, bool, error)
 	Committed(ctx context.Context) (sink.Progress, error)
+	Holds(ctx context.Context, source uint64, span sink.Span) (sink.Held, error)
+	MarkProgress(ctx context.Context, site string, source uint64, last int64) error
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
 	Deduplicates() bool
 	alerts.DB
@@ -53,6 +55,10 @@ type Backend struct {
 
 	lib string // the embedded engine's library
 }
+
+// Exclusive reports whether no other process inserts into the store (the
+// embedded engine serves its directory to one process).
+func (b *Backend) Exclusive() bool { return b.Embedded }
 
 // Open opens the configured store and brings its schema up to date. A
 // server that is not up yet is retried until ctx ends.

@@ -29,6 +29,11 @@ type Inserter interface {
 	Settle(ctx context.Context, source uint64) (off int64, ok bool, err error)
 	// Committed reads the last committed line of every source.
 	Committed(ctx context.Context) (sink.Progress, error)
+	// Holds says which of a source's lines in span hits and rejects hold
+	// (call it once Settle says no insert of the source runs).
+	Holds(ctx context.Context, source uint64, span sink.Span) (sink.Held, error)
+	// MarkProgress records a source committed up to the line at last.
+	MarkProgress(ctx context.Context, site string, source uint64, last int64) error
 	// RecordSource notes which file a source id is, for operators.
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
 	// Deduplicates reports whether an identical batch inserted again (same

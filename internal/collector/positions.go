@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"github.com/hitcount/hitcount/sink"
 )
 
 // positions is a local hint, never the truth of what was shipped (that is in
@@ -20,17 +22,17 @@ type positions struct {
 	path     string
 	mu       sync.Mutex
 	m        map[uint64]int64
-	inFlight map[uint64][2]int64
+	inFlight map[uint64]sink.Span
 }
 
 // positionsFile is the file's shape: ids in hex.
 type positionsFile struct {
 	// Start is where a never-seen source started (start_at: end).
 	Start map[string]int64 `json:"start"`
-	// InFlight is each source's last batch handed to the store, [first, last]
-	// line offsets: after a crash it is inserted again, identical, so that a
-	// store that deduplicates by token completes what the crash cut short.
-	InFlight map[string][2]int64 `json:"in_flight,omitempty"`
+	// InFlight is each source's batch handed to the store and not yet
+	// acknowledged, [first line, last line, min ts, max ts]: after a crash
+	// its outcome is learnt from the store (see shipper).
+	InFlight map[string][4]int64 `json:"in_flight,omitempty"`
 }
 
 func loadPositions(dir string) (*positions, error) {
@@ -40,7 +42,7 @@ func loadPositions(dir string) (*positions, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64][2]int64{}}
+	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
@@ -64,7 +66,8 @@ func loadPositions(dir string) (*positions, error) {
 		if err != nil {
 			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
 		}
-		p.inFlight[id] = v
+		// A record of an older version has no times: MaxTS 0, unknown.
+		p.inFlight[id] = sink.Span{First: v[0], Last: v[1], MinTS: v[2], MaxTS: v[3]}
 	}
 	return p, nil
 }
@@ -97,13 +100,13 @@ func (p *positions) set(id uint64, off int64) error {
 
 // setInFlight records the batch about to be inserted, durably, before the
 // insert starts.
-func (p *positions) setInFlight(id uint64, first, last int64) error {
+func (p *positions) setInFlight(id uint64, span sink.Span) error {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.inFlight[id] = [2]int64{first, last}
+	p.inFlight[id] = span
 	return p.save()
 }
 
@@ -124,23 +127,23 @@ func (p *positions) clearInFlight(id uint64) error {
 	return p.save()
 }
 
-func (p *positions) getInFlight(id uint64) (first, last int64, ok bool) {
+func (p *positions) getInFlight(id uint64) (sink.Span, bool) {
 	if p == nil {
-		return 0, 0, false
+		return sink.Span{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v, ok := p.inFlight[id]
-	return v[0], v[1], ok
+	return v, ok
 }
 
 func (p *positions) save() error {
-	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][2]int64{}}
+	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][4]int64{}}
 	for k, v := range p.m {
 		f.Start[strconv.FormatUint(k, 16)] = v
 	}
 	for k, v := range p.inFlight {
-		f.InFlight[strconv.FormatUint(k, 16)] = v
+		f.InFlight[strconv.FormatUint(k, 16)] = [4]int64{v.First, v.Last, v.MinTS, v.MaxTS}
 	}
 	data, err := json.Marshal(f)
 	if err != nil {

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hitcount/hitcount/internal/tailer"
 	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
 )
 
 // rotatedSuffix matches the names logrotate gives rotated files after the
@@ -262,14 +264,31 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	// The in-flight record is written before every insert and cleared once
 	// the store acknowledged it: it exists only for a batch whose outcome the
-	// previous process never learnt, which starts at or before start.
+	// previous process never learnt.
 	replay := int64(-1)
-	if first, last, ok := c.positions.getInFlight(id.ID); ok && c.dedup && first <= start {
-		// The last batch this source handed to the store may have landed only
-		// in part (the process died between the table and a view): insert it
-		// again, identical; the store keeps what it has and fills the rest.
-		if err := r.SeekTo(first); err == nil {
-			start, replay, how = first, last, how+", replaying the batch in flight"
+	var held map[int64]bool
+	if span, ok := c.positions.getInFlight(id.ID); ok && span.Last >= start {
+		if x, ok := c.ins.(interface{ Exclusive() bool }); ok && x.Exclusive() && c.dedup && span.First <= start {
+			// No other process inserts into this store, and nothing has
+			// since the crash: the identical batch is still inside the
+			// deduplication window. The store keeps what it has and fills
+			// what the crash cut short (a view's part after the table's).
+			if err := r.SeekTo(span.First); err == nil {
+				start, replay, how = span.First, span.Last, how+", replaying the batch in flight"
+			}
+		} else {
+			// Elsewhere a window may have passed: ask the tables what they
+			// hold of the batch, and send only the rest.
+			h, err := c.ins.Holds(ctx, id.ID, span)
+			if err != nil {
+				f.Close()
+				return err
+			}
+			held = h.Hits
+			for off := range h.Rejects {
+				held[off] = true
+			}
+			how += fmt.Sprintf(", %d lines of the batch in flight already stored", len(held))
 		}
 	}
 	p, err := parser.New(src.Format)
@@ -279,8 +298,8 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	s := &shipper{
 		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r, parser: p,
-		start: start, key: key, sendCh: make(chan job), resync: make(chan resync, 1), sent: make(chan struct{}),
-		replayUntil: replay,
+		key: key, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
+		replayUntil: replay, held: held,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s

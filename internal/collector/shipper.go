@@ -14,11 +14,25 @@ import (
 	"github.com/hitcount/hitcount/sink"
 )
 
-// A shipper owns one open file: read() parses lines into batches, send()
-// inserts them, so parsing the next batch overlaps sending the last. When an
-// insert fails, send() learns from the store where the source's committed lines
-// end and tells read() to go back there; every batch carries the generation it
-// was read in, and send() drops batches read before the last failure.
+// A shipper owns one open file, and a line goes through it top-down:
+//
+//   - read() (tail and batch) yields each line with its offset, takes a batch
+//     from the collector's pool only with a line in hand, and hands the batch
+//     on when it is full, old (BatchDelay) or the file is finished. It never
+//     goes back in the file: what the store holds is settled in send().
+//   - send() (commit) holds one batch in flight for the source:
+//     idle -> inserting -> acked -> idle. Before inserting it records the
+//     batch durably (positions.InFlight) and clears the record on ack, so a
+//     record exists only for a batch whose outcome is unknown. On an error:
+//     unknown -> resolve. Where the store drops an identical block (a token,
+//     a replicated table), the identical batch is sent again until acked,
+//     which also completes a materialized view a failure cut short. Elsewhere
+//     send() waits until no insert of the source runs, asks hits and rejects
+//     (not a view written after them) which lines of the batch they hold,
+//     drops those, and sends the rest: never a line twice.
+//
+// A batch read after a failure waits for the one in flight, so lines are
+// committed in order; after a failure during shutdown nothing later is sent.
 type shipper struct {
 	c    *Collector
 	src  *Source
@@ -31,130 +45,128 @@ type shipper struct {
 	literal bool
 	reader  *tailer.Reader
 	parser  *parser.Parser
-	start   int64 // where reading began when nothing was committed
 	// replayUntil, when >= 0, is the last line of a batch that was in flight
-	// when the previous process stopped: the first batch is read to exactly
-	// that line, whatever the batch size, so it is identical and carries the
-	// same id.
+	// when the previous process stopped, on a store only this process
+	// inserts into: the first batch is read to exactly that line, whatever
+	// the batch size, so it is identical and carries the same id.
 	replayUntil int64
+	// held are lines of a batch in flight when the previous process
+	// stopped that the store turned out to hold: read past, not sent again.
+	held map[int64]bool
 
-	sendCh     chan job
-	resync     chan resync
+	sendCh     chan *sink.Batch
 	readFailed bool          // the last read failed: do not remember the file as finished
 	sent       chan struct{} // closed when send() has returned
 }
 
-type job struct {
-	b   *sink.Batch
-	gen int
-}
-
-type resync struct {
-	gen       int
-	committed int64
-	ok        bool // false: nothing of this source is committed
-}
-
-// send inserts batches in order until read() closes sendCh.
+// send commits batches in order until read() closes sendCh.
 func (s *shipper) send(ctx context.Context) {
 	defer close(s.sent)
 	// Inserts outlive ctx so a shutdown flushes what was read; each is still
 	// bounded by the insert timeout.
 	insertCtx := context.WithoutCancel(ctx)
-	gen := 0
-	bo := newBackoff()
-	for j := range s.sendCh {
-		if j.gen != gen {
+	stopped := false
+	for b := range s.sendCh {
+		if stopped {
 			s.c.countBatch("discarded")
-			s.c.release(j.b)
+			s.c.release(b)
 			continue
 		}
-		if s.c.dedup {
-			if err := s.c.positions.setInFlight(j.b.SourceID, j.b.First, j.b.Last); err != nil {
-				s.c.log.Warn("cannot record the batch in flight", "err", err)
-			}
+		if err := s.commit(ctx, insertCtx, b); err != nil {
+			// Shutting down with the outcome unknown: the record stays for
+			// the next start, and nothing after this batch may land before
+			// it (the committed offset would pass lines not in the store).
+			s.c.log.Warn("stopping with a batch whose outcome is unknown; the next start settles it", "path", s.path, "batch", b.ID(), "err", err)
+			stopped = true
 		}
-		t0 := time.Now()
-		err := s.c.ins.Insert(insertCtx, j.b)
-		if err != nil && s.c.dedup {
-			// The store drops an identical re-insert, so the one safe answer
-			// to an unknown outcome is to send exactly this batch again until
-			// it is acknowledged. Re-reading the committed offset instead could
-			// meet a replica that has not fetched the part yet and cut
-			// different batches, which no store would recognise.
-			err = s.retryIdentical(ctx, insertCtx, j.b, err, bo)
-			if err != nil {
-				// Shutting down: the next start replays the batch in flight.
-				// Nothing after it may be inserted before it.
-				s.c.release(j.b)
-				gen = -1
-				continue
-			}
-		}
-		if err == nil {
-			bo.Reset()
-			s.c.ack(j.b)
-			if s.c.dedup {
-				if err := s.c.positions.clearInFlight(j.b.SourceID); err != nil {
-					s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
-				}
-			}
-			s.c.setReady(true)
-			if m := s.c.m; m != nil {
-				m.InsertSeconds.Observe(time.Since(t0).Seconds())
-				m.RowsInserted.WithLabelValues(s.src.Site).Add(float64(j.b.Rows()))
-			}
-			s.c.countBatch("ok")
-			s.c.release(j.b)
-			continue
-		}
-		s.c.countBatch("failed")
-		s.c.setReady(false)
-		s.c.log.Warn("insert failed; its outcome is unknown until the server settles", "path", s.path, "batch", j.b.ID(), "err", err)
-		if ctx.Err() != nil {
-			// Shutting down: the next start resumes from what is committed.
-			// A later batch must not land after this one failed: that would
-			// put the committed offset past lines that are not in the store.
-			s.c.release(j.b)
-			gen = -1
-			continue
-		}
-		committed, ok, rerr := s.c.settle(ctx, j.b.SourceID)
-		s.c.release(j.b)
-		if rerr != nil {
-			continue // ctx ended
-		}
-		gen++
-		select {
-		case <-time.After(bo.NextBackOff()):
-		case <-ctx.Done():
-		}
-		// resync has room for one message and read() drains it before anything
-		// else, so a stale one is never waiting here.
-		select {
-		case <-s.resync:
-		default:
-		}
-		s.resync <- resync{gen: gen, committed: committed, ok: ok}
+		s.c.release(b)
 	}
 }
 
-// retryIdentical sends b again, with backoff, until the store acknowledges it
-// or ctx ends (then it returns ctx's error).
-func (s *shipper) retryIdentical(ctx, insertCtx context.Context, b *sink.Batch, err error, bo interface{ NextBackOff() time.Duration }) error {
+// commit takes one batch from idle to acked, or returns ctx's error when
+// the collector stops before its outcome is known.
+func (s *shipper) commit(ctx, insertCtx context.Context, b *sink.Batch) error {
+	if err := s.c.positions.setInFlight(b.SourceID, b.Span()); err != nil {
+		s.c.log.Warn("cannot record the batch in flight", "err", err)
+	}
+	bo := newBackoff()
+	t0 := time.Now()
+	resolved := false
+	err := s.c.ins.Insert(insertCtx, b)
 	for err != nil {
 		s.c.countBatch("failed")
 		s.c.setReady(false)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		wait := bo.NextBackOff()
-		s.c.log.Warn("insert failed; sending the identical batch again", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+		if s.c.dedup {
+			s.c.log.Warn("insert failed; sending the identical batch again", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+		} else {
+			s.c.log.Warn("insert failed; its outcome is unknown until the store settles", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		if !s.c.dedup {
+			done, rerr := s.resolve(ctx, b)
+			if rerr != nil {
+				err = rerr
+				continue
+			}
+			resolved = true
+			if done {
+				err = nil
+				break
+			}
+		}
+		t0 = time.Now()
 		err = s.c.ins.Insert(insertCtx, b)
 	}
+	if resolved {
+		// What hits held may have missed ingest_progress (a view before it
+		// failed): the resume point must not fall behind the batch.
+		for err := s.c.ins.MarkProgress(insertCtx, b.Site, b.SourceID, b.Last); err != nil; err = s.c.ins.MarkProgress(insertCtx, b.Site, b.SourceID, b.Last) {
+			s.c.log.Warn("cannot record the committed offset of a settled batch; retrying", "path", s.path, "batch", b.ID(), "err", err)
+			select {
+			case <-time.After(bo.NextBackOff()):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	bo.Reset()
+	s.c.ack(b)
+	s.c.setReady(true)
+	if err := s.c.positions.clearInFlight(b.SourceID); err != nil {
+		s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
+	}
+	if m := s.c.m; m != nil {
+		m.InsertSeconds.Observe(time.Since(t0).Seconds())
+		m.RowsInserted.WithLabelValues(s.src.Site).Add(float64(b.Rows()))
+	}
+	s.c.countBatch("ok")
 	return nil
+}
+
+// resolve settles an unknown outcome where the store keeps a repeated block:
+// once no insert of the source runs, it drops from b what hits and rejects
+// hold. done: nothing is left to send.
+func (s *shipper) resolve(ctx context.Context, b *sink.Batch) (done bool, err error) {
+	if _, _, err := s.c.ins.Settle(ctx, b.SourceID); err != nil {
+		return false, err
+	}
+	held, err := s.c.ins.Holds(ctx, b.SourceID, b.Span())
+	if err != nil {
+		return false, err
+	}
+	rows, rejects := b.Rows(), len(b.Rejects)
+	b.Drop(held)
+	s.c.log.Info("resolved a batch whose outcome was unknown", "path", s.path, "batch", b.ID(),
+		"rows_held", rows-b.Rows(), "rows_to_send", b.Rows(), "rejects_held", rejects-len(b.Rejects))
+	return b.Rows() == 0 && len(b.Rejects) == 0, nil
 }
 
 func (c *Collector) countBatch(result string) {
@@ -168,7 +180,6 @@ func (c *Collector) countBatch(result string) {
 func (s *shipper) read(ctx context.Context) {
 	defer s.finish()
 	defer close(s.sendCh)
-	gen := 0
 	var b *sink.Batch
 	idleSince := time.Time{}
 	var h parser.Hit
@@ -179,18 +190,18 @@ func (s *shipper) read(ctx context.Context) {
 		}
 	}()
 	for {
-		select {
-		case r := <-s.resync:
-			gen, b = s.applyResync(r, b)
-		default:
-		}
 		if ctx.Err() != nil {
-			s.handOff(b, gen)
+			s.handOff(b)
 			return
 		}
 		line, off, err := s.reader.Next()
 		var tooLong *lines.TooLongError
 		switch {
+		case err == nil && s.held[off]:
+			// Stored before a crash hid its outcome: not sent again.
+			idleSince = time.Time{}
+			delete(s.held, off)
+			continue
 		case err == nil:
 			idleSince = time.Time{}
 			// A batch is taken only with a line in hand: a file with nothing
@@ -203,7 +214,7 @@ func (s *shipper) read(ctx context.Context) {
 			if s.replayUntil >= 0 {
 				if off >= s.replayUntil {
 					s.replayUntil = -1
-					if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+					if b = s.ship(b); b == nil && s.replaced() {
 						return
 					}
 				}
@@ -213,7 +224,7 @@ func (s *shipper) read(ctx context.Context) {
 				if progress != nil {
 					progress.Set(s.reader.Offset())
 				}
-				if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+				if b = s.ship(b); b == nil && s.replaced() {
 					return
 				}
 			}
@@ -238,7 +249,7 @@ func (s *shipper) read(ctx context.Context) {
 		default:
 			s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
 			s.readFailed = true
-			s.handOff(b, gen)
+			s.handOff(b)
 			return
 		}
 		// At the end of what is written so far.
@@ -249,7 +260,7 @@ func (s *shipper) read(ctx context.Context) {
 			progress = nil
 		}
 		if b != nil && b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
-			if gen, b = s.ship(ctx, b, gen); b == nil && s.replaced() {
+			if b = s.ship(b); b == nil && s.replaced() {
 				return
 			}
 			continue
@@ -260,7 +271,7 @@ func (s *shipper) read(ctx context.Context) {
 		switch s.finished(idleSince) {
 		case notFinished:
 		case truncated:
-			s.handOff(b, gen)
+			s.handOff(b)
 			return
 		case finished:
 			// Nothing more will be written: a last line without a newline
@@ -269,13 +280,11 @@ func (s *shipper) read(ctx context.Context) {
 			if b, err = s.takeTail(ctx, b, &h); err != nil {
 				return
 			}
-			s.handOff(b, gen)
+			s.handOff(b)
 			return
 		}
 		select {
 		case <-ctx.Done():
-		case r := <-s.resync:
-			gen, b = s.applyResync(r, b)
 		case <-time.After(s.c.opts.Poll):
 		}
 	}
@@ -358,32 +367,24 @@ func (s *shipper) countRead(b *sink.Batch) {
 	}
 }
 
-// ship hands a full batch to send() and returns the generation and the batch to
-// fill next (nil when a new one must be acquired). If the file's content no
-// longer matches its identity (copytruncate), the batch may hold lines of the
-// new content: it is dropped, and the file finished; its old content is read
-// from the rotated copy, the new as a new source.
-func (s *shipper) ship(ctx context.Context, b *sink.Batch, gen int) (int, *sink.Batch) {
+// ship hands a full batch to send() and returns nil: the next line takes a
+// new one. If the file's content no longer matches its identity
+// (copytruncate), the batch may hold lines of the new content: it is
+// dropped, and the file finished; its old content is read from the rotated
+// copy, the new as a new source.
+func (s *shipper) ship(b *sink.Batch) *sink.Batch {
 	s.countRead(b)
 	if s.replaced() {
 		s.c.countBatch("discarded")
 		s.c.release(b)
-		return gen, nil
+		return nil
 	}
-	for {
-		select {
-		case s.sendCh <- job{b, gen}:
-			return gen, nil
-		case r := <-s.resync:
-			// The previous batch failed while this one waited: what it holds
-			// may be ahead of the committed lines; read them again.
-			return s.applyResync(r, b)
-		}
-	}
+	s.sendCh <- b
+	return nil
 }
 
 // handOff sends a last, non-empty batch (at shutdown or when finished).
-func (s *shipper) handOff(b *sink.Batch, gen int) {
+func (s *shipper) handOff(b *sink.Batch) {
 	if b == nil {
 		return
 	}
@@ -392,33 +393,7 @@ func (s *shipper) handOff(b *sink.Batch, gen int) {
 		s.c.release(b)
 		return
 	}
-	s.sendCh <- job{b, gen}
-}
-
-// applyResync repositions the reader after the last committed line and gives
-// back the batch being filled (its lines are read again).
-func (s *shipper) applyResync(r resync, b *sink.Batch) (int, *sink.Batch) {
-	if b != nil {
-		if b.Lines > 0 {
-			s.c.countBatch("discarded")
-		}
-		s.c.release(b)
-	}
-	var err error
-	if r.ok {
-		var found bool
-		found, err = s.reader.SeekAfterLine(r.committed)
-		if err == nil && !found {
-			err = errors.New("the committed line is no longer in the file")
-		}
-	} else {
-		err = s.reader.SeekTo(s.start)
-	}
-	if err != nil {
-		s.c.log.Error("cannot reposition after a failed insert", "path", s.path, "err", err)
-	}
-	s.c.log.Info("resuming after the last committed line", "path", s.path, "offset", s.reader.Offset())
-	return r.gen, nil
+	s.sendCh <- b
 }
 
 // replaced reports whether the open file's first line is no longer the one

@@ -19,6 +19,8 @@ type Store interface {
 	Insert(ctx context.Context, b *sink.Batch) error
 	Settle(ctx context.Context, source uint64) (int64, bool, error)
 	Committed(ctx context.Context) (sink.Progress, error)
+	Holds(ctx context.Context, source uint64, span sink.Span) (sink.Held, error)
+	MarkProgress(ctx context.Context, site string, source uint64, last int64) error
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
 	Deduplicates() bool
 	Select(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error
