@@ -106,6 +106,10 @@ func inodeOf(fi os.FileInfo) ([2]uint64, bool) {
 	return [2]uint64{uint64(st.Dev), st.Ino}, true
 }
 
+// skippedWhole is the position of a file a first start with start_at: end
+// leaves out entirely (a gzipped rotated file).
+const skippedWhole int64 = -1
+
 // scan opens every candidate file not being read yet.
 func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 	present := map[string]bool{}
@@ -226,6 +230,10 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 			return nil
 		}
 		start, how = r.Offset(), "after the last committed line"
+	case c.positions.has(id.ID) && c.positions.get(id.ID) == skippedWhole:
+		// History a first start with start_at: end left out: still out.
+		markSeen()
+		return nil
 	case c.positions.has(id.ID):
 		start, how = c.positions.get(id.ID), "at the position chosen when first seen"
 		if err := r.SeekTo(start); err != nil {
@@ -238,12 +246,18 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		// start_at end, first run: history is not backfilled. Should a rotated
 		// file still grow (the server writes to it until it reopens its log),
 		// only the new lines are read.
+		// A gzipped file never grows: it is left out whole, and remembered
+		// so, or the next start (its site now has lines) would take it for
+		// a file new since the first run and ship it all.
+		end := skippedWhole
 		if !id.Gzip {
-			if end, err := tailer.AlignToLineEnd(f, fi.Size()); err == nil {
-				if err := c.positions.set(id.ID, end); err != nil {
-					c.log.Warn("cannot save the positions hint", "err", err)
-				}
+			if end, err = tailer.AlignToLineEnd(f, fi.Size()); err != nil {
+				f.Close()
+				return err
 			}
+		}
+		if err := c.positions.set(id.ID, end); err != nil {
+			c.log.Warn("cannot save the positions hint", "err", err)
 		}
 		markSeen()
 		return nil
