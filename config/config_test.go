@@ -641,3 +641,24 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+// A source whose path matches no file (a typo) is said at -check-config,
+// with its place; a glob that matches, relative to the config file, is not.
+func TestSourceWarnings(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "logs", "a"), 0o755)
+	os.WriteFile(filepath.Join(dir, "logs", "a", "access.log"), nil, 0o644)
+	yaml := "sources:\n  - {path: logs/**/access*.log, site: a}\n  - {path: logs/acess.log, site: b}\n"
+	cfg, err := Parse(filepath.Join(dir, "t.yaml"), []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range cfg.SourceWarnings() {
+		got = append(got, w.Error())
+	}
+	want := filepath.Join(dir, "t.yaml") + `:3:12: sources[1].path: "logs/acess.log" matches no file now: a typo, or a log the web server has not written yet (the collector keeps looking and logs when it appears)`
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"net"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // Warnings reports what the file may say but leaves exposed, in file order,
@@ -47,4 +49,23 @@ func (c *Config) ClickHouseWarnings() Errors {
 			"%q is not a loopback address and clickhouse.tls is off: the password (%s) crosses the network in clear text; set clickhouse.tls.enabled: true unless the network is private", a, source))}
 	}
 	return nil
+}
+
+// SourceWarnings reports each source whose path matches no file now: a typo
+// passes every other check and would ship nothing without a word. Allowed (a
+// sidecar may start before the web server writes its log), and said where
+// the collector's configuration is checked; the collector logs it too.
+func (c *Config) SourceWarnings() Errors {
+	var ws Errors
+	for i, s := range c.Sources {
+		if s.Path == "" {
+			continue
+		}
+		matches, err := doublestar.FilepathGlob(c.Resolve(s.Path))
+		if err == nil && len(matches) == 0 {
+			ws = append(ws, c.problem(itemPath("sources", i)+".path", fmt.Sprintf(
+				"%q matches no file now: a typo, or a log the web server has not written yet (the collector keeps looking and logs when it appears)", s.Path)))
+		}
+	}
+	return ws
 }

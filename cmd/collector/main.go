@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *checkConfig {
 		// Allowed but exposed (a password in clear text, say): said here,
 		// where the operator reads the file's verdict, and logged at start.
-		for _, w := range cfg.Warnings() {
+		for _, w := range append(cfg.Warnings(), cfg.SourceWarnings()...) {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *configPath, len(cfg.Sources), len(cfg.Rules))

@@ -121,3 +121,20 @@ func TestCheckLogTerminalSafe(t *testing.T) {
 		t.Errorf("the path does not read back from the report: %q", rep["top_paths"])
 	}
 }
+
+// -check-config says when a source's path matches no file (a typo would
+// otherwise pass as ok and ship nothing), and still exits 0.
+func TestCheckConfigWarnsOfSourceMatchingNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hitcount.yaml")
+	if err := os.WriteFile(path, []byte("embedded: {path: ./data}\nsources: [{path: ./logs/acess.log, site: s}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-check-config", "-config", path}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "ok") {
+		t.Fatalf("exit %d: %s%s", code, stdout.String(), stderr.String())
+	}
+	if want := "warning: " + path + `:2:18: sources[0].path: "./logs/acess.log" matches no file now`; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+}

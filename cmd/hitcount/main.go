@@ -120,7 +120,7 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *checkConfig {
-		for _, w := range cfg.Warnings() {
+		for _, w := range append(cfg.Warnings(), cfg.SourceWarnings()...) {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *c.config, len(cfg.Sources), len(cfg.Rules))

@@ -15,6 +15,7 @@ type Metrics struct {
 	OldestAge     prometheus.Gauge
 	OpenFiles     prometheus.Gauge
 	FilesSkipped  *prometheus.CounterVec
+	SourceFiles   *prometheus.GaugeVec
 	ClickHouseUp  prometheus.Gauge
 }
 
@@ -53,11 +54,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hitcount_collector_files_skipped_total",
 			Help: "Paths a source matches that are not read, counted (and logged) once per path and reason: symlink (matched by a wildcard, a rotated sibling, or a symlinked directory below the glob's fixed part), not_regular (directory, FIFO, device, socket), symlink_owner (a configured symlink owned by neither root nor its target's owner).",
 		}, []string{"site", "reason"}),
+		SourceFiles: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hitcount_collector_source_files",
+			Help: "Files a configured source matches now (live logs and their rotated siblings); 0 means a path that matches nothing: a typo, or a log not written yet.",
+		}, []string{"site", "path"}),
 		ClickHouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
 		}),
 	}
 	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.RowsInserted, m.Batches,
-		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.ClickHouseUp)
+		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp)
 	return m
 }

@@ -115,7 +115,9 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 	present := map[string]bool{}
 	for i := range c.opts.Sources {
 		src := &c.opts.Sources[i]
-		for _, cand := range candidates(src.Glob) {
+		cands := candidates(src.Glob)
+		c.reportMatches(i, src, len(cands))
+		for _, cand := range cands {
 			if ctx.Err() != nil {
 				return
 			}
@@ -134,6 +136,24 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// reportMatches says when a source matches no file (a typo in the path, or a
+// log not written yet: nothing else would show it) and when it matches again,
+// once per change, and keeps the count in a gauge. Only the scan goroutine
+// calls it.
+func (c *Collector) reportMatches(i int, src *Source, n int) {
+	if c.m != nil {
+		c.m.SourceFiles.WithLabelValues(src.Site, src.Glob).Set(float64(n))
+	}
+	prev, seen := c.matches[i]
+	c.matches[i] = n
+	switch {
+	case n == 0 && (!seen || prev > 0):
+		c.log.Warn("source matches no file: check the path (the collector keeps looking and reads it once it appears)", "path", src.Glob, "site", src.Site)
+	case n > 0 && seen && prev == 0:
+		c.log.Info("source matches files again", "path", src.Glob, "site", src.Site, "files", n)
+	}
 }
 
 // skip reports a file the policy refuses (see tailer.OpenLog): once per path
