@@ -132,7 +132,7 @@ type Collector struct {
 	refused   map[string]string // path -> reason, for paths reported as not read
 	positions *positions
 	matches   map[int]int // files each source matched at the last scan (scan goroutine only)
-	dedup     bool // the store drops an identical re-insert (see Inserter.Deduplicates)
+	dedup     bool        // the store drops an identical re-insert (see Inserter.Deduplicates)
 	ready     bool
 	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
 }
@@ -158,7 +158,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
 		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{}, refused: map[string]string{},
 		unshipped: map[*sink.Batch]time.Time{}, matches: map[int]int{},
-		dedup:     ins.Deduplicates(),
+		dedup: ins.Deduplicates(),
 	}
 	for range opts.MaxPending {
 		c.free <- nil // allocated on first use
