@@ -13,12 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/applog"
 	"github.com/hitcount/hitcount/internal/checklog"
 	"github.com/hitcount/hitcount/internal/tableout"
 	"github.com/hitcount/hitcount/parser"
@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *configPath, len(cfg.Sources), len(cfg.Rules))
 		return 0
 	}
-	log, err := newLogger(stderr, *logLevel, *logFormat)
+	log, err := applog.New(stderr, *logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintf(stderr, "collector: %v\n", err)
 		return 2
@@ -99,19 +99,4 @@ func runCheckLog(ctx context.Context, path, format string, maxLine int, stdout, 
 		return 1
 	}
 	return 0
-}
-
-func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("-log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("-log-format must be text or json, got %q", format)
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/applog"
 	"github.com/hitcount/hitcount/internal/backend"
 	"github.com/hitcount/hitcount/internal/chdb"
 	"github.com/hitcount/hitcount/internal/collector"
@@ -81,18 +82,7 @@ func commonFlags(fs *flag.FlagSet) common {
 }
 
 func (c common) logger(w io.Writer) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*c.logLevel)); err != nil {
-		return nil, fmt.Errorf("-log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch *c.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("-log-format must be text or json, got %q", *c.logFormat)
+	return applog.New(w, *c.logLevel, *c.logFormat)
 }
 
 func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -13,12 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/applog"
 )
 
 func main() {
@@ -70,15 +70,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: ok (%d rules)\n", *configPath, len(cfg.Rules))
 		return 0
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(stderr, "sweeper: -log-level: %v\n", err)
+	log, err := applog.New(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "sweeper: %v\n", err)
 		return 2
-	}
-	hopts := &slog.HandlerOptions{Level: lv}
-	log := slog.New(slog.NewTextHandler(stderr, hopts))
-	if *logFormat == "json" {
-		log = slog.New(slog.NewJSONHandler(stderr, hopts))
 	}
 	if err := sweep(ctx, cfg, log, mode{once: *once, dryRun: *dryRun, out: stdout}); err != nil {
 		log.Error("sweeper stopped", "err", err)

@@ -21,10 +21,11 @@ import (
 // view use it.
 func Escape(s string) string { return escape(s, false) }
 
-// escapeTerminal escapes what a terminal acts on and keeps what only changes
-// the layout (tab, newline, carriage return) and bidi characters: for CSV,
-// whose quoting carries newlines and which is meant for files and programs,
-// yet is often printed.
+// escapeTerminal escapes what a terminal acts on and keeps only tab and
+// newline, which CSV's quoting carries: for CSV, meant for files and
+// programs, yet printed often enough. A carriage return is escaped (it
+// returns to the start of the line, so what follows overwrites what a
+// value showed before it), and so are bidi characters.
 func escapeTerminal(s string) string { return escape(s, true) }
 
 func escape(s string, keepLayout bool) string {
@@ -74,14 +75,16 @@ func needsEscape(r rune, size int, keepLayout bool) bool {
 	switch {
 	case r == utf8.RuneError && size == 1: // invalid UTF-8: a raw byte such as 0x9B
 		return true
-	case r == '\t' || r == '\n' || r == '\r':
+	case r == '\t' || r == '\n':
 		return !keepLayout
+	case r == '\r':
+		return true
 	case r < 0x20 || r == 0x7f: // C0, DEL
 		return true
 	case r >= 0x80 && r <= 0x9f: // C1
 		return true
-	case bidi(r):
-		return !keepLayout
+	case bidi(r), r == 0x2028, r == 0x2029: // reorder the line; break it
+		return true
 	}
 	return false
 }
@@ -103,8 +106,8 @@ func writeHexByte(b *strings.Builder, prefix string, c byte) {
 // output can be inserted back with FORMAT TSV unchanged: \\ \t \n \r \b \f \0
 // by name, and, beyond what ClickHouse itself writes, every other byte a
 // terminal would act on as \xNN, which ClickHouse reads back as that byte:
-// the rest of C0, DEL, the bytes of a C1 character (U+009B is \xc2\x9b) and
-// invalid UTF-8.
+// the rest of C0, DEL, the bytes of a C1 character (U+009B is \xc2\x9b), of
+// a bidi or line separator character, and invalid UTF-8.
 func escapeTSV(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -125,7 +128,7 @@ func escapeTSV(s string) string {
 			b.WriteString(`\f`)
 		case r == 0:
 			b.WriteString(`\0`)
-		case needsEscape(r, size, true):
+		case needsEscape(r, size, false):
 			for j := range size {
 				writeHexByte(&b, `\x`, s[i+j])
 			}
@@ -138,20 +141,21 @@ func escapeTSV(s string) string {
 }
 
 // EscapeJSON makes the output of encoding/json safe for a terminal: it
-// escapes C0 controls itself and turns invalid UTF-8 into U+FFFD, but writes
-// DEL and C1 characters as they are. In JSON text they can only occur inside
-// strings, where \u007f and \u009b mean the same character.
+// escapes C0 controls, U+2028 and U+2029 itself and turns invalid UTF-8 into
+// U+FFFD, but writes DEL, C1 and bidi characters as they are. In JSON text
+// they can only occur inside strings, where \u009b or \u202e mean the same
+// character: escaping them loses nothing.
 func EscapeJSON(js []byte) []byte {
 	for i := 0; i < len(js); {
 		r, size := utf8.DecodeRune(js[i:])
-		if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+		if jsonEscapes(r) {
 			out := make([]byte, 0, len(js)+16)
 			out = append(out, js[:i]...)
 			for ; i < len(js); i += size {
 				r, size = utf8.DecodeRune(js[i:])
-				if r == 0x7f || (r >= 0x80 && r <= 0x9f) {
+				if jsonEscapes(r) {
 					const hex = "0123456789abcdef"
-					out = append(out, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+					out = append(out, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
 					continue
 				}
 				out = append(out, js[i:i+size]...)
@@ -161,4 +165,9 @@ func EscapeJSON(js []byte) []byte {
 		i += size
 	}
 	return js
+}
+
+// jsonEscapes are the characters EscapeJSON writes as \uNNNN.
+func jsonEscapes(r rune) bool {
+	return r == 0x7f || (r >= 0x80 && r <= 0x9f) || bidi(r)
 }

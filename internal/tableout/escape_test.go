@@ -22,9 +22,10 @@ var hostile = []struct{ name, in, table, csv string }{
 	{"overlong encoding of ESC", "/\xc0\x9b", `/\xc0\x9b`, `/\xc0\x9b`},
 	{"DEL and NUL", "/a\x7fb\x00c", `/a\x7fb\x00c`, `/a\x7fb\x00c`},
 	{"backspace over text", "/admin\x08\x08\x08\x08\x08user", `/admin\x08\x08\x08\x08\x08user`, `/admin\x08\x08\x08\x08\x08user`},
-	{"tab newline return", "/a\tb\nc\rd", `/a\tb\nc\rd`, "/a\tb\nc\rd"},
-	{"bidi override", "/invoice\u202egpj.exe", `/invoice\u202egpj.exe`, "/invoice\u202egpj.exe"},
-	{"bidi isolate", "/a\u2066b\u2069", `/a\u2066b\u2069`, "/a\u2066b\u2069"},
+	{"tab newline return", "/a\tb\nc\rd", `/a\tb\nc\rd`, "/a\tb\nc\\rd"},
+	{"bidi override", "/invoice\u202egpj.exe", `/invoice\u202egpj.exe`, `/invoice\u202egpj.exe`},
+	{"bidi isolate", "/a\u2066b\u2069", `/a\u2066b\u2069`, `/a\u2066b\u2069`},
+	{"line separators", "/a\u2028b\u2029c", `/a\u2028b\u2029c`, `/a\u2028b\u2029c`},
 	{"backslash kept", `/a\x1b`, `/a\x1b`, `/a\x1b`},
 	{"emoji kept", "/🙂", "/🙂", "/🙂"},
 }
@@ -48,7 +49,7 @@ func TestEscapeTSV(t *testing.T) {
 		{"/\u009b", `/\xc2\x9b`},
 		{"/\x9b\xff", `/\x9b\xff`},
 		{"/\x7f", `/\x7f`},
-		{"/ö\u202e", "/ö\u202e"},
+		{"/ö\u202e", `/ö\xe2\x80\xae`},
 	} {
 		if got := escapeTSV(c.in); got != c.want {
 			t.Errorf("escapeTSV(%q) = %q, want %q", c.in, got, c.want)
@@ -150,5 +151,38 @@ func TestParsedPathPrintsEscaped(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %s:\n%q", want, out)
 		}
+	}
+}
+
+// JSON escapes bidi and C1 characters as \uNNNN: lossless, and safe on a
+// terminal.
+func TestEscapeJSONBidi(t *testing.T) {
+	in := []byte("{\"p\":\"/invoice\u202egpj.exe\u009b\x7f\"}")
+	want := `{"p":"/invoice\u202egpj.exe\u009b\u007f"}`
+	if got := string(EscapeJSON(in)); got != want {
+		t.Errorf("EscapeJSON(%q) = %q, want %q", in, got, want)
+	}
+}
+
+// A huge value is cut in the table (for people), never in the machine
+// formats: a 30,000-rune cell does not pad every row to 30,000.
+func TestTableClipsHugeCells(t *testing.T) {
+	var b strings.Builder
+	huge := strings.Repeat("ä", 30_000)
+	if err := Write(&b, "table", []string{"a", "b"}, nil, [][]string{{huge, "1"}, {"", "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		if n := utf8.RuneCountInString(line); n > maxCell+40 {
+			t.Errorf("a line of %d runes", n)
+		}
+	}
+	if !strings.Contains(b.String(), "…(29000 more)") {
+		t.Errorf("the cut is not said:\n%.300s", b.String())
+	}
+	b.Reset()
+	Write(&b, "tsv", []string{"a"}, nil, [][]string{{huge}})
+	if !strings.Contains(b.String(), huge) {
+		t.Error("tsv cut a value")
 	}
 }

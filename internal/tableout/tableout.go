@@ -122,6 +122,28 @@ func mapStrings(in []string, f func(string) string) []string {
 	return out
 }
 
+// maxCell is the most runes a table cell shows: a table is read by people,
+// and one 30 MB value would otherwise pad every row of its column to 30 MB.
+// The machine formats keep every byte.
+const maxCell = 1000
+
+// clip cuts a cell to maxCell runes, saying how much it left out.
+func clip(v string) string {
+	if len(v) <= maxCell {
+		return v
+	}
+	n := utf8.RuneCountInString(v)
+	if n <= maxCell {
+		return v
+	}
+	cut := 0
+	for range maxCell {
+		_, size := utf8.DecodeRuneInString(v[cut:])
+		cut += size
+	}
+	return fmt.Sprintf("%s…(%d more)", v[:cut], n-maxCell)
+}
+
 // table aligns columns by display width (runes); numbers to the right.
 // Values and names are shown through Escape, so none can break the layout or
 // reach the terminal as a control sequence.
@@ -135,7 +157,7 @@ func table(w io.Writer, columns, types []string, rows [][]string) error {
 	for r, row := range rows {
 		cells[r] = make([]string, len(row))
 		for i, v := range row {
-			v = Escape(v)
+			v = clip(Escape(v))
 			cells[r][i] = v
 			if i < len(width) {
 				width[i] = max(width[i], utf8.RuneCountInString(v))
