@@ -24,6 +24,7 @@ type KeeperClaims struct {
 	conn    *zk.Conn
 	root    string
 	acl     []zk.ACL
+	user    string // digest user, "" without credentials
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -75,51 +76,237 @@ func OpenKeeperClaims(ctx context.Context, o KeeperOptions) (*KeeperClaims, erro
 			return nil, fmt.Errorf("keeper auth as %s: %w", o.Username, err)
 		}
 		k.acl = zk.DigestACL(zk.PermAll, o.Username, o.Password)
+		k.user = o.Username
 	} else {
 		o.Logger.Warn("keeper: no credentials (keeper.username, keeper.password_env or password_file): claim nodes are world-writable, anyone who reaches the ensemble can delete or forge claims and so cause duplicate or lost alerts",
 			"root", o.Root)
 	}
-	for _, p := range []string{k.claimsPath(), k.leaderPath()} {
-		if err := k.ensure(p); err != nil {
-			conn.Close()
-			return nil, err
-		}
-	}
-	if o.Username != "" {
-		for _, p := range []string{k.root, k.claimsPath(), k.leaderPath()} {
-			if err := k.closeWorld(p); err != nil {
+	if o.Username == "" {
+		for _, p := range []string{k.claimsPath(), k.leaderPath()} {
+			if err := k.ensure(p); err != nil {
 				conn.Close()
 				return nil, err
 			}
 		}
+		return k, nil
+	}
+	if err := k.secure(); err != nil {
+		conn.Close()
+		return nil, err
 	}
 	return k, nil
 }
 
-// closeWorld gives the credentials' ACL to a node of hitcount's own (the root
-// and the two paths under it) that the world may write: the nodes a
-// deployment created before it had credentials. Left world-writable, anyone
-// could delete the empty claims node and recreate it open (delete is checked
-// on the parent), undoing the credentials. Nodes with any other ACL were set
-// by an operator and are left alone, and so are the parents above the root,
-// which may be shared.
-func (k *KeeperClaims) closeWorld(p string) error {
-	acl, st, err := k.conn.GetACL(p)
-	if err != nil {
-		return fmt.Errorf("keeper: read ACL of %s: %w", p, err)
+// secure makes the nodes hitcount relies on (the root, root/claims and
+// root/leader) carry the credentials' ACL alone, then removes the children of
+// root/claims and root/leader that no sweeper with these credentials made.
+//
+// Every other ACL is suspect, not only scheme world: ip:0.0.0.0/0 (or any ip
+// range holding a client) admits anyone as well, and an entry for another
+// identity may be an attacker's own, which the sweeper cannot tell from an
+// operator's. Someone the ACL admits could delete claims (duplicate
+// sends), forge them (lost alerts), win every election (no sweeps), or
+// delete the empty claims node and recreate it open (delete is checked on
+// the parent). So a node whose ACL has an entry granting anything to an
+// identity other than the configured digest user, or that does not give that
+// user every permission, is set to the credentials' ACL when the sweeper may
+// (it has ADMIN, often through that very ACL), with a warning naming the node
+// and its old ACL; when it may not, the start fails and says what to do. An
+// operator's own admin entry on these nodes is replaced too: administer
+// them as ZooKeeper's superuser (superDigest), whom no ACL restricts.
+// The parents above the root may be shared and are left alone: the root
+// cannot be deleted while it has children.
+func (k *KeeperClaims) secure() error {
+	if dir := path.Dir(k.root); dir != "/" {
+		if err := k.ensure(dir); err != nil {
+			return err
+		}
 	}
-	open := false
-	for _, a := range acl {
-		open = open || (a.Scheme == "world" && a.Perms&^zk.PermRead != 0)
+	for _, p := range []string{k.root, k.claimsPath(), k.leaderPath()} {
+		if err := k.own(p); err != nil {
+			return err
+		}
 	}
-	if !open {
+	for _, p := range []string{k.claimsPath(), k.leaderPath()} {
+		if err := k.dropForeign(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// own creates p with the credentials' ACL, or gives an existing p that ACL
+// (see secure).
+func (k *KeeperClaims) own(p string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := k.conn.Create(p, nil, 0, k.acl)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("keeper: create %s: %w", p, err)
+		}
+		acl, st, err := k.conn.GetACL(p)
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && attempt < 5:
+			continue // deleted meanwhile
+		case errors.Is(err, zk.ErrNoAuth):
+			return fmt.Errorf("keeper: %s exists, and the configured user %s cannot read its ACL (%w): another identity owns it (another user, or this user with another password); %s",
+				p, k.user, err, k.remedy(p))
+		case err != nil:
+			return fmt.Errorf("keeper: read the ACL of %s: %w", p, err)
+		}
+		if k.sole(acl) {
+			return nil
+		}
+		_, err = k.conn.SetACL(p, k.acl, st.Aversion)
+		if (errors.Is(err, zk.ErrBadVersion) || errors.Is(err, zk.ErrNoNode)) && attempt < 5 {
+			continue // changed or deleted meanwhile: look again
+		}
+		if err != nil {
+			return fmt.Errorf("keeper: %s has the ACL %s, which %s, and the configured user %s cannot change it (%w); %s",
+				p, k.formatACL(acl), k.fault(acl), k.user, err, k.remedy(p))
+		}
+		k.log.Warn("keeper: a node hitcount relies on had an ACL that "+k.fault(acl)+"; it now admits the configured user alone. Whoever it admitted could delete or forge claims until now",
+			"path", p, "old_acl", k.formatACL(acl), "user", k.user)
 		return nil
 	}
-	if _, err := k.conn.SetACL(p, k.acl, st.Aversion); err != nil {
-		return fmt.Errorf("keeper: %s is world-writable and its ACL cannot be restricted to the configured user: %w", p, err)
+}
+
+// dropForeign deletes the children of dir (root/claims or root/leader) that a
+// sweeper with these credentials did not make: every claim and election node
+// a sweeper makes is ephemeral with the credentials' ACL, so any other child
+// was made while dir admitted others, possibly by an attacker: a forged claim
+// holds its crossing for as long as it lives (a lost alert), a forged election
+// node may win every election (no sweeps). It cannot be told from the node of
+// a replica without credentials still running during the upgrade to them;
+// deleting that one costs at most one duplicate send of a delivery in flight
+// (and such a replica can no longer claim anyway), keeping a forgery costs
+// alerts, so it is deleted, with a warning for each. Deleting needs DELETE on
+// dir only, which own gave; a child that still cannot be deleted (it has
+// children of another identity) fails the start.
+func (k *KeeperClaims) dropForeign(dir string) error {
+	kids, _, err := k.conn.Children(dir)
+	if err != nil {
+		return fmt.Errorf("keeper: list %s: %w", dir, err)
 	}
-	k.log.Info("keeper: restricted a world-writable node to the configured user", "path", p)
+	for _, kid := range kids {
+		p := path.Join(dir, kid)
+		acl, st, err := k.conn.GetACL(p)
+		readable := true
+		switch {
+		case errors.Is(err, zk.ErrNoNode):
+			continue
+		case errors.Is(err, zk.ErrNoAuth):
+			readable = false
+		case err != nil:
+			return fmt.Errorf("keeper: read the ACL of %s: %w", p, err)
+		case st.EphemeralOwner != 0 && k.sole(acl):
+			continue // a sweeper's, maybe another replica's
+		}
+		shown := "unreadable to the configured user"
+		if readable {
+			shown = k.formatACL(acl)
+		}
+		if err := k.deleteTree(p); err != nil {
+			return fmt.Errorf("keeper: %s (ACL %s) was not made by a sweeper with the configured credentials and may be forged, and it cannot be deleted (%w); %s",
+				p, shown, err, k.remedy(p))
+		}
+		attrs := []any{"path", p, "acl", shown}
+		if readable {
+			attrs = append(attrs, "ephemeral_owner", fmt.Sprintf("%#x", st.EphemeralOwner), "created", time.UnixMilli(st.Ctime).UTC())
+		}
+		k.log.Warn("keeper: deleted a node not made by a sweeper with the configured credentials: it may have been forged by someone the node above admitted", attrs...)
+	}
 	return nil
+}
+
+// deleteTree deletes p and whatever is under it.
+func (k *KeeperClaims) deleteTree(p string) error {
+	err := k.conn.Delete(p, -1)
+	if errors.Is(err, zk.ErrNotEmpty) {
+		kids, _, lerr := k.conn.Children(p)
+		if lerr != nil {
+			return lerr
+		}
+		for _, kid := range kids {
+			if err := k.deleteTree(path.Join(p, kid)); err != nil {
+				return err
+			}
+		}
+		err = k.conn.Delete(p, -1)
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
+
+// sole reports whether acl admits the configured user alone, with every
+// permission. Entries granting nothing are allowed.
+func (k *KeeperClaims) sole(acl []zk.ACL) bool {
+	var mine int32
+	for _, a := range acl {
+		switch {
+		case k.mine(a):
+			mine |= a.Perms
+		case a.Perms != 0:
+			return false
+		}
+	}
+	return mine == zk.PermAll
+}
+
+func (k *KeeperClaims) mine(a zk.ACL) bool {
+	return a.Scheme == k.acl[0].Scheme && a.ID == k.acl[0].ID
+}
+
+// fault says what is wrong with an ACL that sole refuses.
+func (k *KeeperClaims) fault(acl []zk.ACL) string {
+	for _, a := range acl {
+		if !k.mine(a) && a.Perms != 0 {
+			return "admits others than the configured user"
+		}
+	}
+	return "does not give the configured user every permission"
+}
+
+// remedy is the operator's way out when the sweeper cannot fix p itself.
+func (k *KeeperClaims) remedy(p string) string {
+	return fmt.Sprintf("check who made it, then delete it (zkCli: deleteall %s, as the identity its ACL admits or as ZooKeeper's superuser) and start the sweeper again, which creates what it needs with the ACL of %s alone", p, k.user)
+}
+
+// formatACL shows an ACL as scheme:id:perms entries. A digest is shown by
+// its user name alone: the hash is a password's SHA-1, not for logs.
+func (k *KeeperClaims) formatACL(acl []zk.ACL) string {
+	if len(acl) == 0 {
+		return "(empty)"
+	}
+	parts := make([]string, 0, len(acl))
+	for _, a := range acl {
+		id := a.ID
+		if a.Scheme == "digest" {
+			user, _, _ := strings.Cut(a.ID, ":")
+			id = user
+			if user == k.user && !k.mine(a) {
+				id += "(another password)"
+			}
+		}
+		perms := ""
+		for _, p := range []struct {
+			bit int32
+			c   string
+		}{{zk.PermCreate, "c"}, {zk.PermDelete, "d"}, {zk.PermRead, "r"}, {zk.PermWrite, "w"}, {zk.PermAdmin, "a"}} {
+			if a.Perms&p.bit != 0 {
+				perms += p.c
+			}
+		}
+		if perms == "" {
+			perms = "none"
+		}
+		parts = append(parts, a.Scheme+":"+id+":"+perms)
+	}
+	return strings.Join(parts, ",")
 }
 
 func (k *KeeperClaims) claimsPath() string { return path.Join(k.root, "claims") }

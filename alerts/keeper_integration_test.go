@@ -100,8 +100,13 @@ func (s *syncBuffer) String() string {
 // create a claim, or change the paths above them, while two authenticated
 // sweepers still exclude each other. This holds on a fresh root and on one a
 // deployment without credentials created first (world-writable nodes, closed
-// when credentials are added). Without credentials, the start says the nodes
-// are world-writable; the password is never logged.
+// when credentials are added), and on one an attacker prepared with an ACL
+// that admits anyone without being scheme world (ip:0.0.0.0/0), forged claims
+// and an election node included: the sweeper takes the nodes over, warns,
+// and deletes the forgeries. Nodes of another identity fail the start with an
+// error naming the node and the way out. Without credentials, the start says
+// the nodes are world-writable; neither the password nor its digest is
+// logged.
 func TestKeeperClaimsAuth(t *testing.T) {
 	zkSrv := testenv.ZooKeeper(t)
 	ctx := context.Background()
@@ -221,8 +226,196 @@ func TestKeeperClaimsAuth(t *testing.T) {
 		anon.Close()
 		locked(t, root)
 	})
-	if strings.Contains(logs.String(), pass) {
-		t.Errorf("the keeper password is in the log:\n%s", logs.String())
+
+	// An attacker without credentials got to the nodes first, with an ACL
+	// that is not scheme world but admits anyone all the same
+	// (ip:0.0.0.0/0), and left a forged claim (ephemeral, in a session it
+	// keeps), a forged persistent claim it alone may read, and an election
+	// node that would win every election. The sweeper with credentials takes
+	// the nodes over (it has ADMIN through that very ACL), says so, drops
+	// the forged nodes, and from then on the attacker is locked out.
+	attacker, _, err := zk.Connect([]string{zkSrv.Addr()}, 4*time.Second, zk.WithLogger(zkTestLogger{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.Close()
+	mallory, _, err := zk.Connect([]string{zkSrv.Addr()}, 4*time.Second, zk.WithLogger(zkTestLogger{t}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mallory.Close()
+	if err := mallory.AddAuth("digest", []byte("mallory:m-pw")); err != nil {
+		t.Fatal(err)
+	}
+	ipOpen := []zk.ACL{{Perms: zk.PermAll, Scheme: "ip", ID: "0.0.0.0/0"}}
+	malloryACL := zk.DigestACL(zk.PermAll, "mallory", "m-pw")
+	mustCreate := func(t *testing.T, c *zk.Conn, p string, flags int32, acl []zk.ACL) string {
+		t.Helper()
+		got, err := c.Create(p, []byte("session 1"), flags, acl)
+		if err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		return got
+	}
+	preCreate := func(t *testing.T, c *zk.Conn, root string, acl []zk.ACL) {
+		t.Helper()
+		mustCreate(t, c, root[:strings.LastIndex(root, "/")], 0, zk.WorldACL(zk.PermAll))
+		for _, p := range []string{root, root + "/claims", root + "/leader"} {
+			mustCreate(t, c, p, 0, acl)
+		}
+	}
+	exists := func(t *testing.T, p string) bool {
+		t.Helper()
+		ok, _, err := owner.Exists(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	// takenOver: the start warned about each of the nodes with its old ACL.
+	takenOver := func(t *testing.T, log, root, oldACL string) {
+		t.Helper()
+		for _, p := range []string{root, root + "/claims", root + "/leader"} {
+			found := false
+			for _, line := range strings.Split(log, "\n") {
+				found = found || strings.Contains(line, "level=WARN") && strings.Contains(line, "path="+p+" ") && strings.Contains(line, oldACL)
+			}
+			if !found {
+				t.Errorf("no warning naming %s and its old ACL %s; log:\n%s", p, oldACL, log)
+			}
+		}
+	}
+	t.Run("root pre-created with an open ip ACL", func(t *testing.T) {
+		const root = "/squatted/hitcount"
+		preCreate(t, attacker, root, ipOpen)
+		forged := mustCreate(t, attacker, root+"/claims/k1", zk.FlagEphemeral, ipOpen)
+		forgedHidden := mustCreate(t, mallory, root+"/claims/k4", 0, malloryACL)
+		election := mustCreate(t, attacker, root+"/leader/n_", zk.FlagEphemeralSequential, ipOpen)
+		before := len(logs.String())
+		k, err := open(root, user, pass)
+		if err != nil {
+			t.Fatalf("start on nodes the sweeper can take over: %v", err)
+		}
+		defer k.Close()
+		l := logs.String()[before:]
+		takenOver(t, l, root, "ip:0.0.0.0/0:cdrwa")
+		for _, p := range []string{forged, forgedHidden, election} {
+			if exists(t, p) {
+				t.Errorf("%s, made without the credentials, is still there", p)
+			}
+			if !strings.Contains(l, "path="+p+" ") {
+				t.Errorf("the removal of %s is not logged; log:\n%s", p, l)
+			}
+		}
+		if err := k.IsLeader(ctx); err != nil {
+			t.Errorf("the only sweeper does not lead: %v", err)
+		}
+		c, ok, err := k.Claim(ctx, "k1", time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim of a crossing the attacker had forged: %v %v", ok, err)
+		}
+		if err := attacker.Delete(root+"/claims/k1", -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("the attacker's delete of the sweeper's claim: %v, want %v", err, zk.ErrNoAuth)
+		}
+		if _, err := attacker.Create(root+"/claims/k2", nil, zk.FlagEphemeral, ipOpen); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("the attacker's forged claim: %v, want %v", err, zk.ErrNoAuth)
+		}
+		if _, err := attacker.Set(root+"/claims", []byte("x"), -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("the attacker's set of the claims node: %v, want %v", err, zk.ErrNoAuth)
+		}
+		if _, err := attacker.SetACL(root+"/claims", ipOpen, -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("the attacker's ACL change of the claims node: %v, want %v", err, zk.ErrNoAuth)
+		}
+		// Another replica starting now leaves the first one's claim and
+		// election node alone.
+		k2 := mustOpen(t, root, user, pass)
+		defer k2.Close()
+		if v, err := k.Valid(ctx, "k1", c); err != nil || !v {
+			t.Fatalf("the sweeper's claim is no longer valid: %v %v", v, err)
+		}
+		if err := k.IsLeader(ctx); err != nil {
+			t.Errorf("the first sweeper no longer leads after another started: %v", err)
+		}
+		if err := k.Release(ctx, "k1", c); err != nil {
+			t.Fatal(err)
+		}
+		if err := attacker.Delete(root+"/claims", -1); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("the attacker's delete of the empty claims node: %v, want %v", err, zk.ErrNoAuth)
+		}
+		k.Close()
+		k2.Close()
+		locked(t, root)
+	})
+	t.Run("world nodes of a run without credentials set to an ip ACL", func(t *testing.T) {
+		const root = "/reopened/hitcount"
+		anon := mustOpen(t, root, "", "")
+		anon.Close()
+		for _, p := range []string{root, root + "/claims", root + "/leader"} {
+			if _, err := attacker.SetACL(p, ipOpen, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := len(logs.String())
+		k := mustOpen(t, root, user, pass)
+		k.Close()
+		takenOver(t, logs.String()[before:], root, "ip:0.0.0.0/0:cdrwa")
+		locked(t, root)
+	})
+	// Nodes another identity owns cannot be taken over: the start fails and
+	// says which node, whose ACL, and what to do.
+	refused := func(t *testing.T, root, node string, want ...string) {
+		t.Helper()
+		k, err := open(root, user, pass)
+		if err == nil {
+			k.Close()
+			t.Fatal("the sweeper started on nodes another identity controls")
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, node+" ") && !strings.Contains(msg, node+":") {
+			t.Errorf("the start error does not name %s: %v", node, err)
+		}
+		for _, w := range append(want, "deleteall "+node) {
+			if !strings.Contains(msg, w) {
+				t.Errorf("the start error does not say %q: %v", w, err)
+			}
+		}
+		if strings.Contains(msg, pass) {
+			t.Errorf("the start error holds the password: %v", err)
+		}
+	}
+	t.Run("root of another digest user", func(t *testing.T) {
+		preCreate(t, mallory, "/taken/hitcount", malloryACL)
+		refused(t, "/taken/hitcount", "/taken/hitcount", "cannot read")
+		// Readable by the world, so its ACL can be named.
+		preCreate(t, mallory, "/taken2/hitcount", append(malloryACL[:1:1], zk.ACL{Perms: zk.PermRead, Scheme: "world", ID: "anyone"}))
+		refused(t, "/taken2/hitcount", "/taken2/hitcount", "digest:mallory:cdrwa", "world:anyone:r")
+		// The sweeper's own user with another password is another identity.
+		old, _, err := zk.Connect([]string{zkSrv.Addr()}, 4*time.Second, zk.WithLogger(zkTestLogger{t}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer old.Close()
+		if err := old.AddAuth("digest", []byte(user+":old-password")); err != nil {
+			t.Fatal(err)
+		}
+		preCreate(t, old, "/rotated/hitcount", zk.DigestACL(zk.PermAll, user, "old-password"))
+		refused(t, "/rotated/hitcount", "/rotated/hitcount")
+	})
+	t.Run("forged claim that cannot be deleted", func(t *testing.T) {
+		const root = "/stuck/hitcount"
+		preCreate(t, attacker, root, ipOpen)
+		mustCreate(t, mallory, root+"/claims/k9", 0, malloryACL)
+		mustCreate(t, mallory, root+"/claims/k9/x", 0, malloryACL)
+		refused(t, root, root+"/claims/k9")
+		if exists(t, root+"/claims/k9") != true {
+			t.Fatal("k9 vanished")
+		}
+	})
+
+	hash := zk.DigestACL(zk.PermAll, user, pass)[0].ID
+	hash = hash[strings.Index(hash, ":")+1:]
+	if strings.Contains(logs.String(), pass) || strings.Contains(logs.String(), hash) {
+		t.Errorf("the keeper password or its digest is in the log:\n%s", logs.String())
 	}
 }
 
