@@ -152,7 +152,7 @@ func (b *Batch) mark(off, next int64) {
 //     clamps text times outside 1970..2106 to the bounds; bare numbers it
 //     reads as Unix times only with exactly 10 digits (see AppendTSV).
 //
-// So a row must lie in [MinTime, MaxTime]: 1970-01-01 00:00:00 UTC (0, the
+// So a row must lie in [MinUnix, MaxUnix]: 1970-01-01 00:00:00 UTC (0, the
 // column's zero, held as such by both) to 2106-02-05 23:59:59 UTC, a day
 // short of where 18.16 wraps so that no server zone (up to UTC+24h) puts a
 // row on the day it cannot hold. A line outside is a reject.
