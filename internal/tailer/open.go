@@ -1,7 +1,6 @@
 package tailer
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,11 +60,24 @@ func refused(path, reason, format string, args ...any) error {
 //     owner alone ("owned by the directory's owner or root", as some shippers
 //     have) is not used: the live log is routinely owned by the web server's
 //     user inside a root-owned directory, so that rule would refuse the
-//     normal layout or have to be switched off.
-//   - What is opened must be a regular file, checked on the open descriptor
-//     (fstat), never on a path that could change after the check. FIFOs and
-//     devices are refused before they are opened, and the open itself is
-//     non-blocking, so neither a FIFO nor a device can stall or act on open.
+//     normal layout or have to be switched off. Directories in the link's
+//     target may be symlinks (current.log -> /var/log/app/x.log with
+//     /var/log/app -> /data/logs/app): the link's owner chose that path and
+//     could have written the resolved one instead, and what is checked is
+//     the file it ends at, which itself must not be a symlink.
+//   - Nothing but a regular file is ever opened for reading, not even for
+//     an instant: opening a device can act (opening /dev/watchdog arms a
+//     reboot), and whoever controls a directory on the way can swap a FIFO
+//     or a device in for a file between any check by path and an open. On
+//     Linux the file (and a link's target) is first opened with O_PATH,
+//     which gives a reference to the inode and runs no device's or FIFO's
+//     open; its type, and a link's owner, are checked with fstat of that
+//     descriptor, and only a regular file is then opened for reading,
+//     through /proc/self/fd, which reopens that very inode without looking
+//     up any path again (/proc must be mounted). Other systems have no
+//     O_PATH: the file is checked with lstat, then opened with O_NOFOLLOW
+//     and O_NONBLOCK and checked again on the descriptor, so a FIFO or
+//     device swapped in between is refused unread but was opened.
 //
 // A regular file's owner is not checked: its content can be another user's
 // only through a hard link, which the kernel allows only to a file one owns
@@ -104,52 +116,12 @@ func OpenLog(base, rel string, followLink bool) (*os.File, os.FileInfo, error) {
 		unix.Close(dir)
 		dir = next
 	}
-	name := parts[len(parts)-1]
-	var st unix.Stat_t
-	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, nil, &os.PathError{Op: "lstat", Path: full, Err: err}
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		f, _, err := openRegular(dir, name, full)
-		return statFile(f, err)
-	case unix.S_IFLNK:
-		if !followLink {
-			return nil, nil, refused(full, ReasonSymlink, "a symlink matched by a wildcard or named like a rotated file; only a path configured literally may be a symlink")
-		}
-		return statFile(openLink(dir, name, full))
-	default:
-		return nil, nil, refused(full, ReasonNotRegular, "it is a %s, not a regular file", kind(uint32(st.Mode)))
-	}
+	return statFile(openLeaf(dir, parts[len(parts)-1], full, followLink))
 }
 
-// openRegular opens name in dir without following a symlink and checks, on
-// the descriptor, that it is a regular file.
-func openRegular(dir int, name, full string) (*os.File, unix.Stat_t, error) {
-	var st unix.Stat_t
-	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if isLoop(err) {
-			return nil, st, refused(full, ReasonSymlink, "it became a symlink while being opened")
-		}
-		return nil, st, &os.PathError{Op: "open", Path: full, Err: err}
-	}
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return nil, st, &os.PathError{Op: "fstat", Path: full, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, st, refused(full, ReasonNotRegular, "it is a %s, not a regular file", kind(uint32(st.Mode)))
-	}
-	// Non-blocking only so that opening could not wait; reads of a regular
-	// file never block anyway, and os.File expects a blocking descriptor
-	// when the poller cannot take it.
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
-		return nil, st, &os.PathError{Op: "fcntl", Path: full, Err: err}
-	}
-	return os.NewFile(uintptr(fd), full), st, nil
+// notLiteral refuses a symlink that the operator did not name.
+func notLiteral(full string) error {
+	return refused(full, ReasonSymlink, "a symlink matched by a wildcard or named like a rotated file; only a path configured literally may be a symlink")
 }
 
 func statFile(f *os.File, err error) (*os.File, os.FileInfo, error) {
@@ -162,38 +134,6 @@ func statFile(f *os.File, err error) (*os.File, os.FileInfo, error) {
 		return nil, nil, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	return f, fi, nil
-}
-
-// linkTarget opens the file a configured symlink (name in dir, whose owner is
-// linkUID) points to, with the checks OpenLog describes. target is the link's
-// content; a relative one is resolved from the link's directory, as the
-// kernel would.
-func linkTarget(dir int, target string, linkUID uint32, full string) (*os.File, error) {
-	var st unix.Stat_t
-	if err := unix.Fstatat(dir, target, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: full + " -> " + target, Err: err}
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-	case unix.S_IFLNK:
-		return nil, refused(full, ReasonSymlink, "the symlink points to another symlink (%s); point it at the log itself", target)
-	default:
-		return nil, refused(full, ReasonNotRegular, "the symlink points to a %s (%s), not a regular file", kind(uint32(st.Mode)), target)
-	}
-	f, st, err := openRegular(dir, target, full)
-	if err != nil {
-		return nil, err
-	}
-	if linkUID != 0 && linkUID != st.Uid {
-		f.Close()
-		return nil, refused(full, ReasonLinkOwner, "the symlink's owner (uid %d) is neither root nor the owner of %s (uid %d)", linkUID, target, st.Uid)
-	}
-	return f, nil
-}
-
-func isLoop(err error) bool {
-	// Linux and macOS say ELOOP for O_NOFOLLOW on a symlink, FreeBSD EMLINK.
-	return errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EMLINK)
 }
 
 func kind(mode uint32) string {

@@ -47,6 +47,10 @@ func fixture(t *testing.T) (dir, outside string) {
 		"current.log":  "../outside/real.log",
 		"chain.log":    "current.log",
 		"sub":          filepath.Join(outside, "sub"),
+		"via.log":      filepath.Join(outside, "sublink", "access.log"),
+	}
+	if err := os.Symlink(filepath.Join(outside, "sub"), filepath.Join(outside, "sublink")); err != nil {
+		t.Fatal(err)
 	}
 	for name, target := range links {
 		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
@@ -77,6 +81,8 @@ func TestOpenLog(t *testing.T) {
 		{"current.log", false, ReasonSymlink},
 		{"current.log", true, "real\n"}, // relative target, from the link's directory
 		{"chain.log", true, ReasonSymlink},
+		{"via.log", false, ReasonSymlink},
+		{"via.log", true, "root:"},               // a symlinked directory in the link's target, as /var/log/app -> /data/logs/app
 		{"sub/access.log", false, ReasonSymlink}, // a symlinked directory on the way
 		{"sub/access.log", true, ReasonSymlink},
 	} {
