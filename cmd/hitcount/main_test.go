@@ -294,10 +294,16 @@ rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [
 		// Found by an adversarial review of the first version.
 		{"SELECT * APPLY(file) FROM (SELECT '/etc/passwd' AS p)", "APPLY"},
 		{"SELECT y FROM values('p String, y String ALIAS file(p)', '/etc/passwd')", "function values"},
-		{"SELECT " + strings.Repeat("'' AS c, ", 199) + "'' AS c200 FROM numbers(1000000)", "result too large"},
-		{"SELECT CAST(1, 'Enum8(''" + strings.Repeat("a", 500) + "'' = 1)') FROM numbers(1000000)", "result too large"},
+		// Refused by the engine's memory cap or, past it, by the result caps.
+		{"SELECT " + strings.Repeat("'' AS c, ", 199) + "'' AS c200 FROM numbers(1000000)", "result too large|memory limit"},
+		{"SELECT CAST(1, 'Enum8(''" + strings.Repeat("a", 500) + "'' = 1)') FROM numbers(1000000)", "result too large|memory limit"},
 	} {
-		if out, errOut, code := query(c.sql); code != 1 || !strings.Contains(strings.ToLower(errOut), strings.ToLower(c.why)) || strings.Contains(out, "root:") {
+		out, errOut, code := query(c.sql)
+		said := false
+		for _, why := range strings.Split(c.why, "|") {
+			said = said || strings.Contains(strings.ToLower(errOut), strings.ToLower(why))
+		}
+		if code != 1 || !said || strings.Contains(out, "root:") {
 			t.Errorf("%s: exit %d, %q %q; want it refused (%s)", c.sql, code, out, errOut, c.why)
 		}
 	}
