@@ -11,7 +11,10 @@
 --   3. Create the schema once, as a privileged user (default or admin):
 --        collector -migrate -config admin.yaml
 --      where admin.yaml is the usual config with clickhouse.username set to that
---      user. It creates the database hitcount and every table and view.
+--      user. It creates the database hitcount and every table and view. Run
+--      it again after upgrading ClickHouse or hitcount: it brings existing
+--      tables up to the schema (the deduplication window), which the
+--      collector user (no ALTER) cannot.
 --   4. Point each component at its own user (clickhouse.username, password_env):
 --      the collector at collector, the sweeper at sweeper, dashboards at analyst.
 --

@@ -69,7 +69,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 			return nil, err
 		}
 		path := cfg.Resolve(cfg.Embedded.Path)
-		st, err := embedded.Open(ctx, embedded.Options{LibPath: lib, DataPath: path, Database: "hitcount"})
+		st, err := embedded.Open(ctx, embedded.Options{LibPath: lib, DataPath: path, Database: "hitcount", Logger: log})
 		if errors.Is(err, chdb.ErrDataDirLocked) {
 			return nil, fmt.Errorf("embedded.path %s: %w: the embedded engine serves one process per directory; stop the other hitcount process, or run the collector and sweeper together with `hitcount run`", path, err)
 		}
@@ -89,6 +89,7 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 	if err != nil {
 		return nil, err
 	}
+	opts.Logger = log
 	s, err := sink.Connect(ctx, opts, func(err error, wait time.Duration) {
 		log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait)
 	})
