@@ -354,7 +354,8 @@ func (s *shipper) addLine(b *sink.Batch, h *parser.Hit, line []byte, off int64) 
 		b.AddReject(off, next, err.Error(), bytes.TrimRight(line, "\r\n"))
 		return
 	}
-	b.Add(h, off, next)
+	// The raw line is the reject sample should its time be out of range.
+	b.AddLine(h, off, next, bytes.TrimRight(line, "\r\n"))
 }
 
 // countRead adds a batch's lines to the read/parsed/rejected counters, once,
