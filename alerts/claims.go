@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/hitcount/hitcount/internal/lockfile"
 )
 
 // Claim is a sweeper's hold on one crossing: Token is the fencing token that
@@ -37,8 +37,8 @@ var ErrAnotherSweeper = errors.New("another sweeper is active on this state dire
 // exclusive lock on a file in the state directory, so claims can live in
 // memory. A second sweeper is refused at start, loudly.
 type LocalClaims struct {
-	f   *os.File
-	now func() time.Time
+	lock *lockfile.Lock
+	now  func() time.Time
 
 	mu     sync.Mutex
 	next   uint64
@@ -53,25 +53,18 @@ func OpenLocalClaims(dir string, now func() time.Time) (*LocalClaims, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("local claims: %w", err)
 	}
-	path := filepath.Join(dir, "sweeper.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	lock, err := lockfile.Take(filepath.Join(dir, "sweeper.lock"))
+	if errors.Is(err, lockfile.ErrHeld) {
+		return nil, fmt.Errorf("%w: %v; claims: local allows one sweeper: stop the other, or use claims: keeper or keepermap for replicas", ErrAnotherSweeper, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("local claims: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		return nil, fmt.Errorf("%w (%s held by %s); claims: local allows one sweeper: stop the other, or use claims: keeper or keepermap for replicas",
-			ErrAnotherSweeper, path, strings.TrimSpace(string(holder)))
-	}
-	host, _ := os.Hostname()
-	f.Truncate(0)
-	fmt.Fprintf(f, "pid %d on %s since %s\n", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
-	return &LocalClaims{f: f, now: now, next: uint64(now().UnixNano()), claims: map[string]Claim{}}, nil
+	return &LocalClaims{lock: lock, now: now, next: uint64(now().UnixNano()), claims: map[string]Claim{}}, nil
 }
 
 // Close releases the lock.
-func (l *LocalClaims) Close() error { return l.f.Close() }
+func (l *LocalClaims) Close() error { return l.lock.Release() }
 
 // Claim implements Claimer.
 func (l *LocalClaims) Claim(_ context.Context, key string, lease time.Duration) (Claim, bool, error) {

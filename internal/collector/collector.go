@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/lockfile"
 	"github.com/hitcount/hitcount/internal/tailer"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -195,6 +197,19 @@ func (c *Collector) setReady(ok bool) {
 
 // Run ships until ctx ends, then flushes what it has read and returns.
 func (c *Collector) Run(ctx context.Context) error {
+	if c.opts.StateDir != "" {
+		// Two collectors on one state directory are two collectors on the
+		// same files, each with its own batches in flight: lines would ship
+		// twice. The lock dies with the process.
+		lock, err := lockfile.Take(filepath.Join(c.opts.StateDir, "collector.lock"))
+		if errors.Is(err, lockfile.ErrHeld) {
+			return fmt.Errorf("another collector runs on state_dir %s: %w; run one collector per state_dir", c.opts.StateDir, err)
+		}
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
 	if err := c.loadCommitted(ctx); err != nil {
 		return err
 	}

@@ -2,9 +2,11 @@ package collector_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,4 +63,30 @@ func sourceFiles(t *testing.T, reg *prometheus.Registry) float64 {
 	}
 	t.Fatal("no hitcount_collector_source_files series")
 	return -1
+}
+
+// A second collector on the same state directory refuses to run, naming the
+// first: two on the same files would ship their lines twice.
+func TestSecondCollectorOnOneStateDirRefused(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		dir, state := t.TempDir(), t.TempDir()
+		glob := filepath.Join(dir, "access.log")
+		os.WriteFile(glob, logLines(1, 10, time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)), 0o644)
+		startCollector(t, st, glob, func(o *collector.Options) { o.StateDir = state })
+		st.waitRows(t, 10, 30*time.Second)
+		c, err := collector.New(st.store, collector.Options{Sources: []collector.Source{{Glob: glob, Site: "www", Format: "combined"}}, StateDir: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = c.Run(ctx)
+		if err == nil || !strings.Contains(err.Error(), "another collector runs on state_dir") || !strings.Contains(err.Error(), "pid ") {
+			t.Fatalf("second collector: %v; want a refusal naming the first", err)
+		}
+		if ctx.Err() != nil {
+			t.Error("the refusal waited for the context")
+		}
+	})
 }
