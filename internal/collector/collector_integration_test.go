@@ -26,28 +26,11 @@ func gzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }
 // runCollector runs a collector in this process until the test ends.
 func runCollector(t *testing.T, st *store, glob string, tune func(*collector.Options)) *collector.Metrics {
 	t.Helper()
-	reg := prometheus.NewRegistry()
-	m := collector.NewMetrics(reg)
-	opts := collector.Options{
-		Sources:   []collector.Source{{Glob: glob, Site: "www", Format: "combined"}},
-		BatchRows: 5000, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
-		RotatedIdle: 300 * time.Millisecond, StateDir: t.TempDir(), Metrics: m,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: testLogLevel()})),
-	}
-	if tune != nil {
-		tune(&opts)
-	}
-	c, err := collector.New(st.store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+	m := collector.NewMetrics(prometheus.NewRegistry())
+	startCollector(t, st, glob, func(o *collector.Options) {
+		o.Metrics = m
+		if tune != nil {
+			tune(o)
 		}
 	})
 	return m
