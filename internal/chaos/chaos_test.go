@@ -1,0 +1,210 @@
+package chaos
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestScheduleIsSeeded(t *testing.T) {
+	a := NewSchedule(42, time.Minute, AllKinds(), "server", 2*time.Second)
+	b := NewSchedule(42, time.Minute, AllKinds(), "server", 2*time.Second)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	c := NewSchedule(43, time.Minute, AllKinds(), "server", 2*time.Second)
+	if reflect.DeepEqual(a.File, c.File) {
+		t.Fatal("seeds 42 and 43 gave the same file lane")
+	}
+	if len(a.File) < 20 || len(a.Nemesis) < 5 {
+		t.Fatalf("a minute of every fault: %d file and %d nemesis events", len(a.File), len(a.Nemesis))
+	}
+	for _, lane := range [][]Event{a.File, a.Nemesis} {
+		for i, e := range lane {
+			if e.At >= time.Minute || (i > 0 && e.At < lane[i-1].At) {
+				t.Fatalf("event %d at %v: out of order or past the duration", i, e.At)
+			}
+		}
+	}
+	// A nemesis fault is undone before the next starts.
+	for i := 1; i < len(a.Nemesis); i++ {
+		if prev := a.Nemesis[i-1]; prev.At+prev.Hold >= a.Nemesis[i].At {
+			t.Fatalf("nemesis events overlap: %v then %v", prev, a.Nemesis[i])
+		}
+	}
+	emb := NewSchedule(42, time.Minute, AllKinds(), "embedded", 2*time.Second)
+	for _, e := range emb.Nemesis {
+		if e.Kind.ServerOnly() {
+			t.Fatalf("server fault %s scheduled on the embedded store", e.Kind)
+		}
+	}
+	if n := a.Count()[SameFirstLine]; n > maxSameFirstLine {
+		t.Fatalf("%d same-first-line events", n)
+	}
+}
+
+func TestParseKinds(t *testing.T) {
+	if k, err := ParseKinds(""); err != nil || k != nil {
+		t.Fatalf("empty: %v %v", k, err)
+	}
+	for _, store := range []string{"server", "embedded"} {
+		def := (Settings{}).KindsFor(store)
+		if len(def) == 0 {
+			t.Fatalf("no default kinds on %s", store)
+		}
+		for _, k := range def {
+			if b, ok := Blocked[k]; ok && b.On(store) {
+				t.Fatalf("blocked kind %s in the default on %s", k, store)
+			}
+			if k.ServerOnly() && store != "server" {
+				t.Fatalf("server kind %s in the default on %s", k, store)
+			}
+		}
+	}
+	if k, err := ParseKinds("all"); err != nil || len(k) != len(AllKinds()) {
+		t.Fatalf("all: %v %v", k, err)
+	}
+	if k, err := ParseKinds(" collector-kill, rotate-create,collector-kill"); err != nil || !reflect.DeepEqual(k, []Kind{CollectorKill, RotateCreate}) {
+		t.Fatalf("list: %v %v", k, err)
+	}
+	if _, err := ParseKinds("rotate"); err == nil || !strings.Contains(err.Error(), `unknown fault kind "rotate"`) {
+		t.Fatalf("unknown kind: %v", err)
+	}
+	for k := range Blocked {
+		if _, ok := kinds[k]; !ok {
+			t.Fatalf("Blocked names %q, no kind", k)
+		}
+	}
+	t.Setenv("CHAOS_SEED", "77")
+	t.Setenv("CHAOS_DURATION", "5s")
+	t.Setenv("CHAOS_FAULTS", "pre-1970")
+	s, err := FromEnv()
+	if err != nil || s.Seed != 77 || s.Duration != 5*time.Second || s.Reproduce("embedded") != "CHAOS_SEED=77 CHAOS_DURATION=5s CHAOS_FAULTS=pre-1970" {
+		t.Fatalf("%+v %v", s, err)
+	}
+}
+
+var markerRE = regexp.MustCompile(`/chaos/([^/ ?]+)/(\d+)`)
+
+// readSeqs lists the seqs of stream name in a file, plain or gzip, and
+// whether its last line lacks a newline.
+func readSeqs(t *testing.T, path, name string) (seqs []uint64, partial bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
+	}
+	data, err := io.ReadAll(bufio.NewReader(r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial = len(data) > 0 && data[len(data)-1] != '\n'
+	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		if m := markerRE.FindStringSubmatch(line); m != nil && m[1] == name {
+			n, _ := strconv.ParseUint(m[2], 10, 64)
+			seqs = append(seqs, n)
+		}
+	}
+	return seqs, partial
+}
+
+func expand(rs []seqRange) []uint64 {
+	var out []uint64
+	for _, r := range rs {
+		for s := r.lo; s <= r.hi; s++ {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// The harness's bookkeeping of which line is in which file must match the
+// files: the check's "may be lost" lines come from it.
+func TestRotationBookkeeping(t *testing.T) {
+	for _, style := range []Kind{RotateCreate, RotateCopyTruncate, RotateDelayCompress} {
+		t.Run(string(style), func(t *testing.T) {
+			l := NewLogs(t.TempDir(), 1)
+			s := l.add("x", "www", "x/access.log", style, 0)
+			s.Release()
+			s.rotatable = true // no writer here: the test writes
+			ctx := context.Background()
+			for i := range 6 {
+				if err := s.write(10 + i); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				switch i {
+				case 2:
+					err = l.rotate(s, style, 0, "no-newline")
+				case 4:
+					err = l.rotate(s, style, 2, "")
+				default:
+					_, err = l.Apply(ctx, Event{Kind: style})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.write(5); err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			onDisk, _ := filepath.Glob(s.Path + "*")
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if len(onDisk) != len(s.files) {
+				t.Fatalf("files on disk %v, bookkept %d", onDisk, len(s.files))
+			}
+			seen := map[uint64]int{}
+			for _, p := range onDisk {
+				obj := s.files[p]
+				if obj == nil {
+					t.Fatalf("%s is not bookkept", p)
+				}
+				got, partial := readSeqs(t, p, "x")
+				if want := expand(obj.ranges); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+					t.Fatalf("%s holds %v, bookkept %v", p, got, want)
+				}
+				if partial {
+					if last := got[len(got)-1]; s.special[last] != lineOdd {
+						t.Fatalf("%s ends without a newline after line %d, not marked odd", p, last)
+					}
+				}
+				for _, q := range got {
+					seen[q]++
+				}
+			}
+			for q := uint64(0); q < s.next; q++ {
+				switch {
+				case seen[q] > 1:
+					t.Fatalf("line %d in %d files", q, seen[q])
+				case seen[q] == 0 && !s.lost[q]:
+					t.Fatalf("line %d in no file and not marked lost", q)
+				case seen[q] == 1 && s.lost[q]:
+					t.Fatalf("line %d marked lost but on disk", q)
+				}
+			}
+			if len(s.lost) == 0 {
+				t.Fatal("keeping 2 rotated files deleted none")
+			}
+		})
+	}
+}

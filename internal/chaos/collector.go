@@ -1,0 +1,241 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Collector is the real collector binary run as an operator runs it
+// (collector -config FILE), started, killed and stopped by the nemesis. Its
+// stdout and stderr go to one log file across restarts.
+type Collector struct {
+	Bin     string
+	Config  string
+	LogPath string
+	HTTP    string // its http.listen, for /metrics
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	waitErr  error
+	signaled bool // the harness signalled the current process
+	starts   int
+}
+
+// Start starts the collector; it must not be running.
+func (c *Collector) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runningLocked() {
+		return errors.New("collector already running")
+	}
+	out, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	c.starts++
+	fmt.Fprintf(out, "=== chaos: collector start #%d at %s\n", c.starts, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.Bin, "-config", c.Config, "-log-level", "info")
+	cmd.Stdout, cmd.Stderr = out, out
+	// If the test binary dies without its cleanups, so does the collector.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start collector: %w", err)
+	}
+	done := make(chan struct{})
+	c.cmd, c.done, c.signaled, c.waitErr = cmd, done, false, nil
+	go func() {
+		err := cmd.Wait()
+		c.mu.Lock()
+		c.waitErr = err
+		c.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func (c *Collector) runningLocked() bool {
+	if c.done == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Running reports whether the collector process is alive.
+func (c *Collector) Running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runningLocked()
+}
+
+// Starts is how many times the collector was started.
+func (c *Collector) Starts() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.starts
+}
+
+// ExitedOnItsOwn reports a collector that ended without being signalled,
+// with how it ended; it is then not running.
+func (c *Collector) ExitedOnItsOwn() (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil || c.runningLocked() || c.signaled {
+		return false, nil
+	}
+	c.signaled = true // reported once
+	return true, c.waitErr
+}
+
+func (c *Collector) signal(sig syscall.Signal) (chan struct{}, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.runningLocked() {
+		return c.done, false
+	}
+	c.signaled = true
+	_ = c.cmd.Process.Signal(sig)
+	return c.done, true
+}
+
+// Kill is kill -9; it returns once the process is gone.
+func (c *Collector) Kill() {
+	if done, ok := c.signal(syscall.SIGKILL); ok {
+		<-done
+	}
+}
+
+// Term stops the collector with SIGTERM, as systemd does, and waits for it.
+// The collector promises to flush and exit 0: anything else (another exit
+// status, or still running after timeout, when it is killed) is an error.
+func (c *Collector) Term(timeout time.Duration) error {
+	done, ok := c.signal(syscall.SIGTERM)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		c.Kill()
+		return fmt.Errorf("collector still running %v after SIGTERM; killed", timeout)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waitErr != nil {
+		return fmt.Errorf("collector exited with %v after SIGTERM (want 0)", c.waitErr)
+	}
+	return nil
+}
+
+// Metrics reads the collector's /metrics and sums every sample of each
+// metric name (over its labels).
+func (c *Collector) Metrics(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.HTTP+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, " ")
+		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
+			name = line[:i]
+			j := strings.LastIndexByte(line, '}')
+			if j < 0 {
+				continue
+			}
+			rest, ok = strings.TrimSpace(line[j+1:]), true
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			continue
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// LogContains reports whether the collector's log has a line containing
+// every one of parts.
+func (c *Collector) LogContains(parts ...string) bool {
+	f, err := os.Open(c.LogPath)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+next:
+	for sc.Scan() {
+		for _, p := range parts {
+			if !strings.Contains(sc.Text(), p) {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// LogTail is the last n lines of the collector's log.
+func (c *Collector) LogTail(n int) string {
+	f, err := os.Open(c.LogPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	const window = 256 << 10
+	start := max(0, fi.Size()-window)
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return ""
+	}
+	data, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

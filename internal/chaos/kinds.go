@@ -1,0 +1,282 @@
+// Package chaos is hitcount's own chaos harness for the collector, in
+// Jepsen's shape: a seeded random schedule of faults (the nemesis) runs
+// against the real collector binary, a real store (a ClickHouse 18.16 server
+// or the embedded engine) and real log files that writers keep appending to;
+// once the faults stop and the collector has shipped what it can, an
+// invariant is checked per stream of lines.
+//
+// Every line a writer appends carries its stream and a sequence number in its
+// request path (/chaos/<stream>/<seq>), so the check knows, for each line
+// written, how many rows of hits it became: every line once, the rollup
+// agreeing with hits, and the documented exceptions (a rotated file deleted
+// before it was read, history before a start_at: end first start) accounted
+// for line by line.
+//
+// The pieces: kinds.go (the fault kinds and the settings from the
+// environment), schedule.go (the seeded schedule), logs.go (writers, logrotate's
+// rotation styles, and which line is in which file), collector.go (the
+// collector process and its metrics), run.go (executing a schedule and
+// waiting for the collector to go quiet), check.go (the invariant).
+// collector_chaos_test.go runs it on both stores.
+package chaos
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The fault kinds. File kinds act on log files (both stores); process kinds
+// act on the collector process; server kinds on the ClickHouse server (the
+// server store only).
+const (
+	// RotateCreate is logrotate's default: rename the live file to .1 (the
+	// writer keeps writing to it until it reopens), create a new live file,
+	// gzip .1 into .1.gz; older .N.gz shift to .N+1.gz.
+	RotateCreate Kind = "rotate-create"
+	// RotateCopyTruncate is copytruncate: copy the live file to .1, truncate
+	// it in place, gzip the copy.
+	RotateCopyTruncate Kind = "rotate-copytruncate"
+	// RotateDelayCompress is create plus delaycompress: the live file becomes
+	// .1 uncompressed; at the next rotation that .1 is gzipped into .2.gz and
+	// removed.
+	RotateDelayCompress Kind = "rotate-delaycompress"
+	// DeleteRotated is a rotation with logrotate's "rotate 2": rotated files
+	// beyond .2.gz are deleted. Lines of a deleted file that the collector had
+	// not read are lost to every reader; the check allows exactly those.
+	DeleteRotated Kind = "delete-rotated"
+	// IdleFiles adds, before the first start, more quiet live logs than
+	// batch.max_pending (one line now and then, long silences) and a vhost
+	// with five rotated files of history; during the run a quiet file gets a
+	// line now and then.
+	IdleFiles Kind = "idle-files"
+	// SameFirstLine creates two new vhost logs whose first lines are
+	// identical byte for byte (a file's identity is its first line).
+	SameFirstLine Kind = "same-first-line"
+	// NoNewline ends a stream's file with a line without its newline, then
+	// rotates it: the last line of a finished file.
+	NoNewline Kind = "no-newline"
+	// Pre1970 writes a well-formed line whose time is before 1970, which a
+	// ClickHouse DateTime cannot hold.
+	Pre1970 Kind = "pre-1970"
+	// StartAtEnd adds a start_at: end source with history before the first
+	// start (a live file with lines, .1, .2.gz): none of it may be shipped,
+	// at the first start or later; new lines are. Its events restart the
+	// collector (SIGTERM).
+	StartAtEnd Kind = "start-at-end"
+	// CollectorKill is kill -9 of the collector, restarted after a moment.
+	CollectorKill Kind = "collector-kill"
+	// CollectorTerm is SIGTERM (a clean stop), restarted after a moment.
+	CollectorTerm Kind = "collector-term"
+	// ServerKill is kill -9 of the ClickHouse server, started again.
+	ServerKill Kind = "server-kill"
+	// ServerFreeze stops the server with SIGSTOP for longer than the
+	// collector's insert timeout, then SIGCONT.
+	ServerFreeze Kind = "server-freeze"
+	// ServerRestart is a graceful server restart (SIGTERM, start).
+	ServerRestart Kind = "server-restart"
+	// ViewFail makes the materialized view into hits_1m fail while hits
+	// itself takes the rows: the real "Too many parts" of a rollup whose
+	// merges cannot keep up (SYSTEM STOP MERGES on hits_1m, with the
+	// server's parts_to_throw_insert at 30). 18.16 writes hits first and the
+	// views after it in name order, so a failing insert leaves its rows in
+	// hits and hits_1d but not in hits_1m, hits_touched or ingest_progress.
+	ViewFail Kind = "view-fail"
+)
+
+type lane int
+
+const (
+	fileLane    lane = iota // log files; runs beside the writers
+	nemesisLane             // the collector process and the server; one at a time
+)
+
+type kindInfo struct {
+	lane       lane
+	serverOnly bool
+}
+
+var kinds = map[Kind]kindInfo{
+	RotateCreate:        {fileLane, false},
+	RotateCopyTruncate:  {fileLane, false},
+	RotateDelayCompress: {fileLane, false},
+	DeleteRotated:       {fileLane, false},
+	IdleFiles:           {fileLane, false},
+	SameFirstLine:       {fileLane, false},
+	NoNewline:           {fileLane, false},
+	Pre1970:             {fileLane, false},
+	StartAtEnd:          {nemesisLane, false},
+	CollectorKill:       {nemesisLane, false},
+	CollectorTerm:       {nemesisLane, false},
+	ServerKill:          {nemesisLane, true},
+	ServerFreeze:        {nemesisLane, true},
+	ServerRestart:       {nemesisLane, true},
+	ViewFail:            {nemesisLane, true},
+}
+
+// AllKinds lists every fault kind, in a stable order.
+func AllKinds() []Kind {
+	return []Kind{
+		RotateCreate, RotateCopyTruncate, RotateDelayCompress, DeleteRotated, IdleFiles,
+		SameFirstLine, NoNewline, Pre1970, StartAtEnd,
+		CollectorKill, CollectorTerm, ServerKill, ServerFreeze, ServerRestart, ViewFail,
+	}
+}
+
+// ServerOnly reports whether the kind needs a ClickHouse server (the embedded
+// engine cannot be reached from outside the collector's process).
+func (k Kind) ServerOnly() bool { return kinds[k].serverOnly }
+
+// Block says why a kind fails on the collector as it is today, and where.
+type Block struct {
+	// Stores it fails on ("server", "embedded"); none: every store.
+	Stores []string
+	// Finding is the finding (issue 14 numbering where it has one) that
+	// makes it fail.
+	Finding string
+}
+
+// On reports whether the block applies to store.
+func (b Block) On(store string) bool { return len(b.Stores) == 0 || slices.Contains(b.Stores, store) }
+
+// Blocked are the kinds that fail today, each with the finding that makes
+// it fail. CI runs every other kind (DefaultKinds); CHAOS_FAULTS=all or a
+// list naming them runs them too. A collector fix that closes a finding
+// removes its entry, so that CI keeps the finding from coming back.
+var Blocked = map[Kind]Block{
+	// Finding 9: a file's identity is its first line, so the second file is
+	// taken for the first: it is not read while the first is open, and then
+	// only past the first's committed offset (seeds 11 and 301, both
+	// stores: each dupN-b 0 of its 300-2,900 lines shipped, each shared
+	// first line once, not twice). The README lists it under Limits as
+	// practically impossible in real logs; it stays out of the default
+	// until the identity changes or the harness is told to accept it.
+	SameFirstLine: {Finding: "finding 9: two files with identical first lines collide (identity = fingerprint of the first line)"},
+}
+
+// DefaultKinds are the kinds CI runs on store: those that apply to it,
+// less the ones Blocked there.
+func DefaultKinds(store string) []Kind {
+	var out []Kind
+	for _, k := range AllKinds() {
+		if k.ServerOnly() && store != "server" {
+			continue
+		}
+		if b, blocked := Blocked[k]; blocked && b.On(store) {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// Settings are a run's parameters.
+type Settings struct {
+	Seed     uint64
+	Duration time.Duration // of the fault phase, per store
+	// Kinds are the kinds CHAOS_FAULTS named; nil for the default, which
+	// depends on the store (KindsFor).
+	Kinds []Kind
+}
+
+// KindsFor is the kinds a run on store uses.
+func (s Settings) KindsFor(store string) []Kind {
+	if s.Kinds == nil {
+		return DefaultKinds(store)
+	}
+	var out []Kind
+	for _, k := range s.Kinds {
+		if !k.ServerOnly() || store == "server" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// DefaultDuration bounds the fault phase in CI (per store).
+const DefaultDuration = 60 * time.Second
+
+// FromEnv reads CHAOS_SEED (default: random), CHAOS_DURATION (default
+// DefaultDuration) and CHAOS_FAULTS (a comma list of kinds, "all", or
+// empty for DefaultKinds).
+func FromEnv() (Settings, error) {
+	s := Settings{Duration: DefaultDuration}
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 0, 64)
+		if err != nil {
+			return s, fmt.Errorf("CHAOS_SEED=%q: not an unsigned integer", v)
+		}
+		s.Seed = seed
+	} else {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return s, err
+		}
+		s.Seed = binary.LittleEndian.Uint64(b[:]) >> 1 // positive in every printer
+	}
+	if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, fmt.Errorf("CHAOS_DURATION=%q: want a positive Go duration such as 60s or 5m", v)
+		}
+		s.Duration = d
+	}
+	k, err := ParseKinds(os.Getenv("CHAOS_FAULTS"))
+	if err != nil {
+		return s, err
+	}
+	s.Kinds = k
+	return s, nil
+}
+
+// ParseKinds parses CHAOS_FAULTS: "" is the default (nil: DefaultKinds of
+// each store), "all" every kind, otherwise a comma list of kind names.
+func ParseKinds(v string) ([]Kind, error) {
+	switch strings.TrimSpace(v) {
+	case "":
+		return nil, nil
+	case "all":
+		return AllKinds(), nil
+	}
+	var out []Kind
+	for _, name := range strings.Split(v, ",") {
+		k := Kind(strings.TrimSpace(name))
+		if k == "" {
+			continue
+		}
+		if _, ok := kinds[k]; !ok {
+			return nil, fmt.Errorf("CHAOS_FAULTS: unknown fault kind %q (kinds: %v, or all)", k, AllKinds())
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("CHAOS_FAULTS=%q names no fault kind", v)
+	}
+	return out, nil
+}
+
+// Reproduce is the environment that repeats the run on store (CHAOS_FAULTS
+// spelled out: the default changes as findings are fixed).
+func (s Settings) Reproduce(store string) string {
+	return fmt.Sprintf("CHAOS_SEED=%d CHAOS_DURATION=%s CHAOS_FAULTS=%s", s.Seed, s.Duration, joinKinds(s.KindsFor(store)))
+}
+
+func joinKinds(ks []Kind) string {
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, string(k))
+	}
+	return strings.Join(parts, ",")
+}
+
+func hasKind(ks []Kind, k Kind) bool { return slices.Contains(ks, k) }
