@@ -152,14 +152,10 @@ func (b Block) On(store string) bool { return len(b.Stores) == 0 || slices.Conta
 // list naming them runs them too. A collector fix that closes a finding
 // removes its entry, so that CI keeps the finding from coming back.
 var Blocked = map[Kind]Block{
-	// Finding 9: a file's identity is its first line, so the second file is
-	// taken for the first: it is not read while the first is open, and then
-	// only past the first's committed offset (seeds 11 and 301, both
-	// stores: each dupN-b 0 of its 300-2,900 lines shipped, each shared
-	// first line once, not twice). The README lists it under Limits as
-	// practically impossible in real logs; it stays out of the default
-	// until the identity changes or the harness is told to accept it.
-	SameFirstLine: {Finding: "finding 9: two files with identical first lines collide (identity = fingerprint of the first line)"},
+	// Empty: every finding the harness found is fixed. SameFirstLine was
+	// here until files were known by their first two lines (finding 9: the
+	// second of two files with the same first line was taken for the first,
+	// and its lines skipped).
 }
 
 // DefaultKinds are the kinds CI runs on store: those that apply to it,

@@ -59,8 +59,11 @@ type Options struct {
 	BatchRows  int           // rows per insert [50000]
 	BatchDelay time.Duration // longest a line waits for its batch to fill [1s]
 	MaxPending int           // batches being filled or sent at once, over all files [2]
-	Poll       time.Duration // how often an idle file is checked for growth [250ms]
-	Scan       time.Duration // how often globs are expanded for new files [1s]
+	// MaxOpenRotated is how many rotated files (not a glob's live match) are
+	// open at once; the others wait, oldest first [4].
+	MaxOpenRotated int
+	Poll           time.Duration // how often an idle file is checked for growth [250ms]
+	Scan           time.Duration // how often globs are expanded for new files [1s]
 	// RotatedIdle is how long a file that left its path (renamed or deleted by
 	// rotation) or a rotated sibling stays open at its end before it counts as
 	// finished: the web server may write to it until it reopens its log [5s].
@@ -96,6 +99,9 @@ func (o *Options) defaults() {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 2
 	}
+	if o.MaxOpenRotated <= 0 {
+		o.MaxOpenRotated = 4
+	}
 	if o.Poll <= 0 {
 		o.Poll = 250 * time.Millisecond
 	}
@@ -125,11 +131,15 @@ type Collector struct {
 	free chan *sink.Batch
 
 	mu        sync.Mutex
-	committed map[uint64]int64 // last committed line per source, from ClickHouse, then acks
+	committed map[uint64]int64 // last committed line of each open source, from the store, then acks
 	sites     map[string]bool  // sites with any committed line
 	open      map[uint64]*shipper
 	openInode map[[2]uint64]bool
-	finished  map[uint64]int64 // sources read to their end: size then
+	// openRotated counts the open files that are not a live match.
+	openRotated int
+	// seen are files read to their end (or left out), by device and inode,
+	// with their size and time then: unchanged, they are not opened again.
+	// Entries of files no longer present are dropped at each scan.
 	seen      map[[2]uint64]fileStat
 	refused   map[string]string // path -> reason, for paths reported as not read
 	positions *positions
@@ -142,7 +152,7 @@ type Collector struct {
 type fileStat struct {
 	size  int64
 	mtime time.Time
-	id    uint64
+	ids   [2]uint64 // the source id it was read under, and its first-line id
 }
 
 // New returns a collector shipping to ins.
@@ -158,7 +168,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		free:      make(chan *sink.Batch, opts.MaxPending),
 		committed: map[uint64]int64{}, sites: map[string]bool{},
 		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
-		finished: map[uint64]int64{}, seen: map[[2]uint64]fileStat{}, refused: map[string]string{},
+		seen: map[[2]uint64]fileStat{}, refused: map[string]string{},
 		unshipped: map[*sink.Batch]time.Time{}, matches: map[int]int{},
 		dedup: ins.Deduplicates(),
 	}
@@ -237,12 +247,10 @@ func (c *Collector) loadCommitted(ctx context.Context) error {
 	for {
 		p, err := c.ins.Committed(ctx)
 		if err == nil {
+			// Offsets are asked of the store per source as each file opens
+			// (Settle); kept here they would only grow with every file ever
+			// shipped.
 			c.mu.Lock()
-			for id, off := range p.Offsets {
-				if cur, ok := c.committed[id]; !ok || off > cur {
-					c.committed[id] = off
-				}
-			}
 			for s := range p.Sites {
 				c.sites[s] = true
 			}

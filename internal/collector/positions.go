@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hitcount/hitcount/sink"
 )
@@ -23,6 +24,10 @@ type positions struct {
 	mu       sync.Mutex
 	m        map[uint64]int64
 	inFlight map[uint64]sink.Span
+	// absent is when each source with an entry was last missed by a scan
+	// (in memory: a restart starts the clock again, which only keeps an
+	// entry longer).
+	absent map[uint64]time.Time
 }
 
 // positionsFile is the file's shape: ids in hex.
@@ -42,7 +47,7 @@ func loadPositions(dir string) (*positions, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{}}
+	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{}, absent: map[uint64]time.Time{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
@@ -72,20 +77,25 @@ func loadPositions(dir string) (*positions, error) {
 	return p, nil
 }
 
-func (p *positions) has(id uint64) bool {
-	if p == nil {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.m[id]
+// hasAny reports whether any of ids has a start kept.
+func (p *positions) hasAny(ids ...uint64) bool {
+	_, ok := p.hint(ids...)
 	return ok
 }
 
-func (p *positions) get(id uint64) int64 {
+// hint returns the start kept for the first of ids that has one.
+func (p *positions) hint(ids ...uint64) (int64, bool) {
+	if p == nil {
+		return 0, false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.m[id]
+	for _, id := range ids {
+		if v, ok := p.m[id]; ok {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func (p *positions) set(id uint64, off int64) error {
@@ -135,6 +145,53 @@ func (p *positions) getInFlight(id uint64) (sink.Span, bool) {
 	defer p.mu.Unlock()
 	v, ok := p.inFlight[id]
 	return v, ok
+}
+
+// prune forgets the entries of sources that no present file has had for
+// after: their files were rotated away and deleted, and an entry would only
+// make the file grow with every log ever read.
+func (p *positions) prune(present map[uint64]bool, now time.Time, after time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := false
+	check := func(id uint64) bool {
+		if present[id] {
+			delete(p.absent, id)
+			return false
+		}
+		since, ok := p.absent[id]
+		if !ok {
+			p.absent[id] = now
+			return false
+		}
+		return now.Sub(since) >= after
+	}
+	for id := range p.m {
+		if check(id) {
+			delete(p.m, id)
+			changed = true
+		}
+	}
+	for id := range p.inFlight {
+		if check(id) {
+			delete(p.inFlight, id)
+			changed = true
+		}
+	}
+	for id := range p.absent {
+		_, a := p.m[id]
+		_, b := p.inFlight[id]
+		if !a && !b {
+			delete(p.absent, id)
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return p.save()
 }
 
 func (p *positions) save() error {

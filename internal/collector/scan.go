@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -59,17 +59,76 @@ func candidates(glob string) []candidate {
 	}
 	var rotated []string
 	for _, p := range live {
-		dot, _ := filepath.Glob(escapeGlob(p) + ".*")
-		dash, _ := filepath.Glob(escapeGlob(p) + "-*")
-		for _, s := range append(dot, dash...) {
-			if !isLive[s] && rotatedSuffix.MatchString(s[len(p):]) {
-				rotated = append(rotated, s)
-			}
-		}
+		rotated = append(rotated, siblings(p, isLive)...)
 	}
 	sort.Slice(rotated, func(i, j int) bool { return rotatedOrder(rotated[i]) > rotatedOrder(rotated[j]) })
 	for _, p := range rotated {
 		add(p, false)
+	}
+	if literal && len(live) == 1 {
+		out = append(out, targetSiblings(live[0])...)
+	}
+	return out
+}
+
+// siblings lists the rotated files beside the live file p.
+func siblings(p string, isLive map[string]bool) []string {
+	var out []string
+	dot, _ := filepath.Glob(escapeGlob(p) + ".*")
+	dash, _ := filepath.Glob(escapeGlob(p) + "-*")
+	for _, s := range append(dot, dash...) {
+		if !isLive[s] && rotatedSuffix.MatchString(s[len(p):]) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// targetSiblings are the rotated files of a configured symlink's target
+// (current.log -> /srv/app/logs/app.log): logrotate renames the target
+// beside itself, so app.log.1 holds the lines written before the server
+// reopened its log, and after a collector restart the only copy of lines it
+// had not read. They are read only when the link would be (owned by root or
+// by the target's owner, see tailer.OpenLog), and only those owned by the
+// target's owner: whoever may point the link may not make the collector
+// read someone else's file named like a rotated log.
+func targetSiblings(link string) []candidate {
+	li, err := os.Lstat(link)
+	if err != nil || li.Mode()&os.ModeSymlink == 0 {
+		return nil
+	}
+	target, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		return nil
+	}
+	ti, err := os.Stat(target)
+	if err != nil || !ti.Mode().IsRegular() {
+		return nil
+	}
+	owner := func(fi os.FileInfo) (uint32, bool) {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return 0, false
+		}
+		return st.Uid, true
+	}
+	linkUID, ok1 := owner(li)
+	targetUID, ok2 := owner(ti)
+	if !ok1 || !ok2 || (linkUID != 0 && linkUID != targetUID) {
+		return nil
+	}
+	rotated := siblings(target, map[string]bool{target: true})
+	sort.Slice(rotated, func(i, j int) bool { return rotatedOrder(rotated[i]) > rotatedOrder(rotated[j]) })
+	var out []candidate
+	for _, p := range rotated {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // a symlink or a FIFO here is never read
+		}
+		if uid, ok := owner(fi); !ok || uid != targetUID {
+			continue
+		}
+		out = append(out, candidate{path: p, base: filepath.Dir(target), rel: filepath.Base(p)})
 	}
 	return out
 }
@@ -106,6 +165,11 @@ func inodeOf(fi os.FileInfo) ([2]uint64, bool) {
 	return [2]uint64{uint64(st.Dev), st.Ino}, true
 }
 
+// forgetAfter is how long the positions hint keeps what it knows of a
+// source no matched file has shown: long past a rename in the middle of a
+// scan, short enough that the file does not grow with every log ever read.
+const forgetAfter = time.Hour
+
 // skippedWhole is the position of a file a first start with start_at: end
 // leaves out entirely (a gzipped rotated file).
 const skippedWhole int64 = -1
@@ -113,6 +177,8 @@ const skippedWhole int64 = -1
 // scan opens every candidate file not being read yet.
 func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 	present := map[string]bool{}
+	presentKeys := map[[2]uint64]bool{}
+	presentIDs := map[uint64]bool{}
 	for i := range c.opts.Sources {
 		src := &c.opts.Sources[i]
 		cands := candidates(src.Glob)
@@ -122,7 +188,7 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 				return
 			}
 			present[cand.path] = true
-			if err := c.consider(ctx, wg, src, cand, first); err != nil {
+			if err := c.consider(ctx, wg, src, cand, first, presentKeys, presentIDs); err != nil {
 				c.log.Warn("cannot read log file", "path", cand.path, "err", err)
 			}
 		}
@@ -135,7 +201,23 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 			delete(c.refused, p)
 		}
 	}
+	// So is a finished file that is gone (deleted by rotation): the memory
+	// of files read stays the size of what the globs match.
+	for k, st := range c.seen {
+		if !presentKeys[k] {
+			delete(c.seen, k)
+		} else {
+			presentIDs[st.ids[0]], presentIDs[st.ids[1]] = true, true
+		}
+	}
+	for _, s := range c.open {
+		presentIDs[s.id.ID], presentIDs[s.id.First] = true, true
+	}
 	c.mu.Unlock()
+	// And the positions hint of a source no file has shown for a while.
+	if err := c.positions.prune(presentIDs, c.opts.Now(), forgetAfter); err != nil {
+		c.log.Warn("cannot save the positions hint", "err", err)
+	}
 }
 
 // reportMatches says when a source matches no file (a typo in the path, or a
@@ -173,7 +255,16 @@ func (c *Collector) skip(site, path string, r *tailer.RefusedError) {
 	}
 }
 
-func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool) error {
+// consider opens a candidate that is not being read yet and starts its
+// shipper. Only what is quick is done here, on the scan goroutine: whatever
+// waits on the store (where the source's committed lines end, what a batch in
+// flight at a crash left) happens on the file's own goroutine (shipper.run),
+// so one source whose store query hangs does not keep every other file from
+// being opened.
+func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool, present map[[2]uint64]bool, presentIDs map[uint64]bool) error {
+	if c.unchanged(cand, present) {
+		return nil
+	}
 	// Opened before anything is decided, and everything after is asked of
 	// the descriptor: a path checked and then opened could be swapped for a
 	// symlink in between.
@@ -207,11 +298,13 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		}
 		return err
 	}
+	presentIDs[id.ID], presentIDs[id.First] = true, true
 	c.mu.Lock()
 	_, dup := c.open[id.ID]
+	_, dupFirst := c.open[id.First]
 	hasSite := c.sites[src.Site]
 	c.mu.Unlock()
-	if dup {
+	if dup || dupFirst {
 		// The same content under another name and inode while the original
 		// is still open: copytruncate's copy before the truncation. Read it
 		// once the original is finished.
@@ -220,137 +313,118 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	markSeen := func() {
 		c.mu.Lock()
-		c.seen[key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), id: id.ID}
+		c.seen[key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{id.ID, id.First}}
 		c.mu.Unlock()
 		f.Close()
 	}
-	r, err := tailer.NewReader(f, id.Gzip, 0, src.MaxLine)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	var start int64
-	how := "from the beginning"
-	off, ok, err := c.settle(ctx, id.ID)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	switch {
-	case ok:
-		found, err := r.SeekAfterLine(off)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		if !found {
-			// Shorter than what was committed: a copy taken before lines
-			// that were shipped from the original. Nothing left to read.
-			markSeen()
-			return nil
-		}
-		start, how = r.Offset(), "after the last committed line"
-	case c.positions.has(id.ID) && c.positions.get(id.ID) == skippedWhole:
-		// History a first start with start_at: end left out: still out.
-		markSeen()
-		return nil
-	case c.positions.has(id.ID):
-		start, how = c.positions.get(id.ID), "at the position chosen when first seen"
-		if err := r.SeekTo(start); err != nil {
-			f.Close()
-			return err
-		}
-	case hasSite || !first || !src.StartAtEnd:
-		// New since the collector first ran (or backfill asked for): all of it.
-	case !cand.live || id.Gzip:
-		// start_at end, first run: history is not backfilled. Should a rotated
-		// file still grow (the server writes to it until it reopens its log),
-		// only the new lines are read.
-		// A gzipped file never grows: it is left out whole, and remembered
-		// so, or the next start (its site now has lines) would take it for
-		// a file new since the first run and ship it all.
-		end := skippedWhole
+	endStart := int64(-1)
+	if first && src.StartAtEnd && !hasSite && !c.positions.hasAny(id.ID, id.First) {
+		// start_at: end, first start: every file present now is history,
+		// and where each starts is decided now, once, and kept in the
+		// positions hint (no store query needed: the site has no line in
+		// the store, so no file of it has). The live file starts at its end;
+		// a rotated one too, should the web server still write to it; a
+		// gzipped one never grows and is left out whole, or the next start
+		// (its site now has lines) would take it for a file new since the
+		// first run and ship it all.
+		start := skippedWhole
 		if !id.Gzip {
-			if end, err = tailer.AlignToLineEnd(f, fi.Size()); err != nil {
+			if start, err = tailer.AlignToLineEnd(f, fi.Size()); err != nil {
 				f.Close()
 				return err
 			}
 		}
-		if err := c.positions.set(id.ID, end); err != nil {
-			c.log.Warn("cannot save the positions hint", "err", err)
-		}
-		markSeen()
-		return nil
-	default:
-		start, err = tailer.AlignToLineEnd(f, fi.Size())
-		if err != nil {
-			f.Close()
-			return err
-		}
-		if err := r.SeekTo(start); err != nil {
-			f.Close()
-			return err
-		}
-		how = "at its end (start_at: end)"
 		if err := c.positions.set(id.ID, start); err != nil {
 			c.log.Warn("cannot save the positions hint", "err", err)
 		}
-	}
-	// The in-flight record is written before every insert and cleared once
-	// the store acknowledged it: it exists only for a batch whose outcome the
-	// previous process never learnt.
-	replay := int64(-1)
-	var held map[int64]bool
-	if span, ok := c.positions.getInFlight(id.ID); ok {
-		x, ok := c.ins.(interface{ Exclusive() bool })
-		exclusive := ok && x.Exclusive()
-		switch {
-		case exclusive && c.dedup && span.First <= start:
-			// No other process inserts into this store, and nothing has
-			// since the crash: the identical batch is still inside the
-			// deduplication window. The store keeps what it has and fills
-			// what the crash cut short (a view's part after the table's).
-			// Even when ingest_progress counts the batch: it is a view
-			// too, and its part may have landed while another's did not
-			// (found by the chaos harness: hits_1m short after kill -9s).
-			if err := r.SeekTo(span.First); err == nil {
-				start, replay, how = span.First, span.Last, how+", replaying the batch in flight"
-			}
-		case span.Last >= start:
-			// Elsewhere a window may have passed: ask the tables what they
-			// hold of the batch, and send only the rest.
-			h, err := c.ins.Holds(ctx, id.ID, span)
-			if err != nil {
-				f.Close()
-				return err
-			}
-			held = h.Hits
-			for off := range h.Rejects {
-				held[off] = true
-			}
-			how += fmt.Sprintf(", %d lines of the batch in flight already stored", len(held))
+		if !cand.live {
+			markSeen()
+			return nil
 		}
+		endStart = start
+	}
+	if !id.HasBoth && !id.Gzip && c.opts.Now().Sub(fi.ModTime()) < c.opts.RotatedIdle {
+		// One line so far: a file is known by its first two lines (see
+		// tailer.Identity), so it waits for its second, or until it has been
+		// quiet a while, then ships known by the one (and keeps that id).
+		f.Close()
+		return nil
+	}
+	if !cand.live && !c.rotatedSlot() {
+		// Rotated history is read a few files at a time, oldest first: a
+		// glob over years of .gz files must not keep them all open at once
+		// (a descriptor and ~130 KiB of buffers each). The rest waits for a
+		// later scan.
+		f.Close()
+		return nil
 	}
 	p, err := parser.New(src.Format)
+	var r *tailer.Reader
+	if err == nil {
+		r, err = tailer.NewReader(f, id.Gzip, 0, src.MaxLine)
+	}
 	if err != nil {
 		f.Close()
+		if !cand.live {
+			c.releaseRotatedSlot()
+		}
 		return err
 	}
 	s := &shipper{
-		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r, parser: p,
-		key: key, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
-		replayUntil: replay, held: held,
+		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, parser: p, reader: r,
+		key: key, openedAs: fi, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
+		replayUntil: -1, endStart: endStart,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s
 	c.openInode[key] = true
 	c.mu.Unlock()
-	c.log.Info("reading log file", "path", cand.path, "site", src.Site, "source_id", id.ID, "offset", start, "how", how, "gzip", id.Gzip)
-	if err := c.ins.RecordSource(ctx, src.Site, id.ID, cand.path); err != nil {
-		c.log.Warn("cannot record the source's path", "path", cand.path, "err", err)
-	}
-	wg.Add(2)
-	go func() { defer wg.Done(); s.send(ctx) }()
-	go func() { defer wg.Done(); s.read(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.run(ctx, f) }()
 	return nil
+}
+
+// unchanged reports, from the path alone, that a candidate is a file already
+// read to its end or being read, so the scan need not open it again (a glob
+// over a year of rotated files would otherwise open each every second). Only
+// a shortcut: a file that looks changed is opened and checked on its
+// descriptor as before.
+func (c *Collector) unchanged(cand candidate, present map[[2]uint64]bool) bool {
+	stat := os.Lstat
+	if cand.literal {
+		stat = os.Stat
+	}
+	fi, err := stat(cand.path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	key, ok := statKey(fi)
+	if !ok {
+		return false
+	}
+	present[key] = true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.openInode[key] {
+		return true
+	}
+	prev, seen := c.seen[key]
+	return seen && prev.size == fi.Size() && prev.mtime.Equal(fi.ModTime())
+}
+
+// rotatedSlot takes one of the MaxOpenRotated places for a rotated file.
+func (c *Collector) rotatedSlot() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.openRotated >= c.opts.MaxOpenRotated {
+		return false
+	}
+	c.openRotated++
+	return true
+}
+
+func (c *Collector) releaseRotatedSlot() {
+	c.mu.Lock()
+	c.openRotated--
+	c.mu.Unlock()
 }

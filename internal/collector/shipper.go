@@ -40,6 +40,12 @@ type shipper struct {
 	key  [2]uint64
 	path string
 	live bool
+	// openedAs is the file as the scan opened it.
+	openedAs os.FileInfo
+	// endStart, when >= 0, is where a start_at: end first start begins
+	// this live file (its end then), in case there is no positions file
+	// to keep it.
+	endStart int64
 	// literal: the configured path itself, which may be a symlink to the
 	// file (see tailer.OpenLog).
 	literal bool
@@ -407,7 +413,7 @@ func (s *shipper) replaced() bool {
 	if errors.Is(err, tailer.ErrNotReady) {
 		return true
 	}
-	return err == nil && id.ID != s.id.ID
+	return err == nil && !id.Has(s.id.ID)
 }
 
 // ending says whether a file at the end of its written data is done.
@@ -468,13 +474,12 @@ func (s *shipper) finish() {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.open, s.id.ID)
-	delete(c.openInode, s.key)
+	c.forget(s)
 	// A file left after a read error (a gzip still being written) is looked
 	// at again on the next scan: by now it may be complete at the size it
 	// has, and remembering that size would skip it for good.
 	if statErr == nil && !s.readFailed {
-		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), id: s.id.ID}
+		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}}
 	}
 	if c.m != nil {
 		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)

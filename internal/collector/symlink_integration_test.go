@@ -207,3 +207,47 @@ func (b *lockedBuffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
 }
+
+// A configured symlink to a log elsewhere (current.log -> ../logs/app.log)
+// that logrotate rotates beside its target: the rotated files there are read
+// too (they hold what was written before the server reopened its log, and
+// everything written while the collector was down), each line once. A file
+// there owned by someone else is not read, whatever its name.
+func TestSymlinkedLogRotatedBesideItsTarget(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		root := t.TempDir()
+		app, logs := filepath.Join(root, "app"), filepath.Join(root, "logs")
+		os.Mkdir(app, 0o755)
+		os.Mkdir(logs, 0o755)
+		base := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+		target := filepath.Join(logs, "app.log")
+		writeGzip(t, target+".2.gz", logLines(21, 700, base))
+		if err := os.WriteFile(target+".1", logLines(22, 800, base.Add(time.Hour)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		old := base.Add(-time.Hour)
+		os.Chtimes(target+".2.gz", old, old)
+		if err := os.WriteFile(target, logLines(23, 900, base.Add(2*time.Hour)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(700 + 800 + 900)
+		if os.Geteuid() == 0 {
+			other := target + ".3"
+			if err := os.WriteFile(other, logLines(24, 50, base.Add(-2*time.Hour)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(other, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink("../logs/app.log", filepath.Join(app, "current.log")); err != nil {
+			t.Fatal(err)
+		}
+		startCollector(t, st, filepath.Join(app, "current.log"), nil)
+		st.assertExactlyOnce(t, want)
+		if n := st.count(t, "SELECT uniqExact(source_id) FROM "+st.db+".hits"); n != 3 {
+			t.Fatalf("%d sources shipped, want 3 (the target and its two rotated files)", n)
+		}
+	})
+}

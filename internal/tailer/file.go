@@ -27,10 +27,8 @@ import (
 	"github.com/hitcount/hitcount/internal/lines"
 )
 
-// fingerprintMax is how much of a file's head makes its identity: the first
-// line, up to this many bytes. An access-log line starts with a client address
-// and a time to the second, so two different files share a first line only by
-// an improbable coincidence; renaming, copying or compressing a file keeps it.
+// fingerprintMax bounds each line that makes an identity: the first line (up
+// to this many bytes) and the second.
 const fingerprintMax = 1024
 
 // ErrNotReady means the file has no complete first line yet, so it has no
@@ -38,11 +36,27 @@ const fingerprintMax = 1024
 var ErrNotReady = errors.New("file has no complete first line yet")
 
 // Identity is a file's content identity plus where it lives now.
+//
+// A file is known by its first two lines (Both): renaming, copying or
+// compressing a file keeps them, and two different logs share them only if
+// both their first requests match byte for byte, time to the second
+// included. The first line alone (First) was the identity before, and is
+// still the one of a file that had a single line when it was first shipped:
+// two logs that start with the same health check in the same second share it
+// (found in testing: the second file's lines were taken for the first's and
+// skipped). The collector picks which of the two a file is known by (see
+// its open).
 type Identity struct {
-	ID    uint64 // hash of the site and the first line
-	Dev   uint64
-	Inode uint64
-	Gzip  bool
+	ID uint64 // the id the file is read under; Both, or First for a one-line file
+	// First hashes the site and the first line; Both the site and the first
+	// two lines (or the first 2 KiB when its lines are longer).
+	First, Both uint64
+	// HasBoth: the file has a complete second line (or 2 KiB), so Both is
+	// set.
+	HasBoth bool
+	Dev     uint64
+	Inode   uint64
+	Gzip    bool
 }
 
 // isGzip reports whether the head is a gzip stream (logrotate's compress).
@@ -59,7 +73,7 @@ func Fingerprint(f *os.File, site string) (Identity, error) {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		id.Dev, id.Inode = uint64(sys.Dev), sys.Ino
 	}
-	head := make([]byte, fingerprintMax)
+	head := make([]byte, 2*fingerprintMax)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && err != io.EOF {
 		return id, fmt.Errorf("fingerprint %s: %w", f.Name(), err)
@@ -71,24 +85,62 @@ func Fingerprint(f *os.File, site string) (Identity, error) {
 		if err != nil {
 			return id, fmt.Errorf("fingerprint %s: gzip: %w", f.Name(), err)
 		}
-		head = make([]byte, fingerprintMax)
+		head = make([]byte, 2*fingerprintMax)
 		n, err := io.ReadFull(zr, head)
 		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 			return id, fmt.Errorf("fingerprint %s: gunzip: %w", f.Name(), err)
 		}
 		head = head[:n]
 	}
-	if i := bytes.IndexByte(head, '\n'); i >= 0 {
-		head = head[:i+1]
-	} else if len(head) < fingerprintMax {
+	first, ok := lineOf(head, 0)
+	if !ok {
 		return id, ErrNotReady
 	}
+	id.First = hashHead(site, 0, head[:first])
+	if second, ok := lineOf(head, first); ok {
+		id.Both, id.HasBoth = hashHead(site, 1, head[:second]), true
+	} else if len(head) == 2*fingerprintMax {
+		id.Both, id.HasBoth = hashHead(site, 1, head), true
+	}
+	id.ID = id.First
+	if id.HasBoth {
+		id.ID = id.Both
+	}
+	return id, nil
+}
+
+// lineOf returns where the line starting at from ends (after its newline),
+// at most fingerprintMax bytes on; ok is false when it is not complete yet.
+func lineOf(head []byte, from int) (end int, ok bool) {
+	rest := head[from:min(len(head), from+fingerprintMax)]
+	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+		return from + i + 1, true
+	}
+	if len(rest) == fingerprintMax {
+		return from + fingerprintMax, true
+	}
+	return 0, false
+}
+
+// hashHead is the id of a head of a site's file. kind 0 is the first line,
+// hashed exactly as before two-line identities, so sources shipped then keep
+// their id; kind 1 the first two lines.
+func hashHead(site string, kind byte, head []byte) uint64 {
 	h := xxhash.New()
 	h.WriteString(site)
-	h.Write([]byte{0})
+	if kind == 0 {
+		h.Write([]byte{0})
+	} else {
+		h.Write([]byte{0, 2, 0})
+	}
 	h.Write(head)
-	id.ID = h.Sum64()
-	return id, nil
+	return h.Sum64()
+}
+
+// Has reports whether source is one of the file's ids: a file truncated and
+// rewritten has neither.
+func (id Identity) Has(source uint64) bool {
+	return source == id.First || (id.HasBoth && source == id.Both)
 }
 
 // Reader reads one file's lines from a given offset. A plain file is followed
@@ -110,6 +162,9 @@ func NewReader(f *os.File, gz bool, start int64, maxLine int) (*Reader, error) {
 	}
 	return r, nil
 }
+
+// errShort: a gzipped file ends before the offset sought.
+var errShort = errors.New("the file ends before that offset")
 
 // SeekTo repositions the reader at offset off.
 func (r *Reader) SeekTo(off int64) error {
@@ -139,6 +194,9 @@ func (r *Reader) SeekTo(off int64) error {
 		return fmt.Errorf("gunzip %s: %w", r.f.Name(), err)
 	}
 	if _, err := io.CopyN(io.Discard, r.zr, off); err != nil {
+		if err == io.EOF {
+			err = errShort
+		}
 		return fmt.Errorf("gunzip %s: skip to %d: %w", r.f.Name(), off, err)
 	}
 	if r.lr == nil {
@@ -154,7 +212,9 @@ func (r *Reader) SeekTo(off int64) error {
 // when there is no complete line at off (the file is shorter: it was truncated
 // or is a different file).
 func (r *Reader) SeekAfterLine(off int64) (bool, error) {
-	if err := r.SeekTo(off); err != nil {
+	if err := r.SeekTo(off); errors.Is(err, errShort) {
+		return false, nil
+	} else if err != nil {
 		return false, err
 	}
 	_, _, err := r.lr.Next()

@@ -1,0 +1,167 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// run is a file's life once the scan has opened it: decide where to start
+// (asking the store, which may take long: the store may be down, or a killed
+// predecessor's insert of this source may still run), then read and send
+// until the file is finished or ctx ends.
+func (s *shipper) run(ctx context.Context, f *os.File) {
+	start, how, read, err := s.open(ctx, f)
+	if err != nil || !read {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errNotNow) {
+			s.c.log.Warn("cannot read log file", "path", s.path, "err", err)
+		}
+		// After an error the file is looked at again on the next scan;
+		// a file with nothing to read is remembered at its size then.
+		s.abandon(f, err == nil)
+		return
+	}
+	if s.id.ID != s.id.Both && s.id.HasBoth {
+		s.c.log.Info("log file keeps the id of its first line (shipped while it had one line, or by an older version)", "path", s.path, "source_id", s.id.ID)
+	}
+	s.c.log.Info("reading log file", "path", s.path, "site", s.src.Site, "source_id", s.id.ID, "offset", start, "how", how, "gzip", s.id.Gzip)
+	if err := s.c.ins.RecordSource(ctx, s.src.Site, s.id.ID, s.path); err != nil {
+		s.c.log.Warn("cannot record the source's path", "path", s.path, "err", err)
+	}
+	go s.send(ctx)
+	s.read(ctx)
+}
+
+// open positions the reader where the source's shipping resumes: after its
+// last committed line, at the start a start_at: end first start chose for it,
+// or at its beginning. read is false when nothing of the file is to be read
+// (read before, or history a start_at: end first start left out).
+func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string, read bool, err error) {
+	c := s.c
+	r := s.reader
+	how = "from the beginning"
+	off, ok, err := c.settle(ctx, s.id.ID)
+	if err != nil {
+		return 0, "", false, err
+	}
+	if !ok && s.id.ID != s.id.First {
+		// Shipped while it had one line, or by a version that knew files by
+		// their first line alone: it keeps that id.
+		off1, ok1, err := c.settle(ctx, s.id.First)
+		if err != nil {
+			return 0, "", false, err
+		}
+		if _, inFlight := c.positions.getInFlight(s.id.First); ok1 || inFlight {
+			if !c.rekey(s, s.id.First) {
+				return 0, "", false, errNotNow
+			}
+			off, ok = off1, ok1
+		}
+	}
+	hint, hinted := c.positions.hint(s.id.ID, s.id.First)
+	switch {
+	case ok:
+		found, err := r.SeekAfterLine(off)
+		if err != nil {
+			return 0, "", false, err
+		}
+		if !found {
+			// Shorter than what was committed: a copy taken before lines
+			// that were shipped from the original. Nothing left to read.
+			return 0, "", false, nil
+		}
+		start, how = r.Offset(), "after the last committed line"
+	case hinted && hint == skippedWhole:
+		// History a first start with start_at: end left out: still out.
+		return 0, "", false, nil
+	case hinted || s.endStart >= 0:
+		start, how = s.endStart, "at its end (start_at: end)"
+		if s.endStart < 0 {
+			start, how = hint, "at the position chosen when first seen"
+		}
+		if err := r.SeekTo(start); err != nil {
+			return 0, "", false, err
+		}
+	}
+	// The in-flight record is written before every insert and cleared once
+	// the store acknowledged it: it exists only for a batch whose outcome the
+	// previous process never learnt.
+	span, ok := c.positions.getInFlight(s.id.ID)
+	if !ok {
+		return start, how, true, nil
+	}
+	x, isX := c.ins.(interface{ Exclusive() bool })
+	exclusive := isX && x.Exclusive()
+	switch {
+	case exclusive && c.dedup && span.First <= start:
+		// No other process inserts into this store, and nothing has since
+		// the crash: the identical batch is still inside the deduplication
+		// window. The store keeps what it has and fills what the crash cut
+		// short (a view's part after the table's). Even when ingest_progress
+		// counts the batch: it is a view too, and its part may have landed
+		// while another's did not (found by the chaos harness: hits_1m
+		// short after kill -9s).
+		if err := r.SeekTo(span.First); err == nil {
+			start, how = span.First, how+", replaying the batch in flight"
+			s.replayUntil = span.Last
+		}
+	case span.Last >= start:
+		// Elsewhere a window may have passed: ask the tables what they hold
+		// of the batch, and send only the rest.
+		h, err := c.ins.Holds(ctx, s.id.ID, span)
+		if err != nil {
+			return 0, "", false, fmt.Errorf("what the store holds of the batch in flight: %w", err)
+		}
+		s.held = h.Hits
+		for off := range h.Rejects {
+			s.held[off] = true
+		}
+		how += fmt.Sprintf(", %d lines of the batch in flight already stored", len(s.held))
+	}
+	return start, how, true, nil
+}
+
+// abandon gives the file up before reading it. seen: remember it at the size
+// it had when opened, so the scan leaves it alone until it changes.
+func (s *shipper) abandon(f *os.File, seen bool) {
+	f.Close()
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forget(s)
+	if seen {
+		c.seen[s.key] = fileStat{size: s.openedAs.Size(), mtime: s.openedAs.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}}
+	}
+}
+
+// forget removes a shipper from the collector's view of open files; c.mu is
+// held.
+func (c *Collector) forget(s *shipper) {
+	delete(c.open, s.id.ID)
+	delete(c.openInode, s.key)
+	delete(c.committed, s.id.ID)
+	if !s.live {
+		c.openRotated--
+	}
+}
+
+// errNotNow: another file holds the id this one turned out to have; it is
+// looked at again on a later scan.
+var errNotNow = errors.New("its source id is being read under another name")
+
+// rekey moves s to the id it is known by in the store, unless another open
+// file holds that id: a copy of that file (copytruncate), read once the
+// original is finished; or two files that share a first line and were both
+// shipped under it, which the log says once.
+func (c *Collector) rekey(s *shipper, id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if other, busy := c.open[id]; busy && other != s {
+		return false
+	}
+	delete(c.open, s.id.ID)
+	s.id.ID = id
+	c.open[id] = s
+	return true
+}
