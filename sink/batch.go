@@ -44,6 +44,13 @@ type Batch struct {
 	// RejectedLines counts every rejected line of the batch; Rejects holds a
 	// sample of them.
 	RejectedLines int
+	// unsampled are the offsets of the rejected lines past the sample, so
+	// that the pieces of a split batch count their own (see Split).
+	unsampled []int64
+	// gen tells apart sends of the batch's lines that must not share an id:
+	// a re-send the store dropped as a duplicate though it does not hold the
+	// lines (Renew), a refused line sent again as a reject (Refuse).
+	gen int
 	// Lines counts every line of the batch, parsed or not.
 	Lines int
 	// ReadAt is when the batch's first line was read, for the age of the
@@ -118,6 +125,8 @@ func (b *Batch) Reset(site string, source uint64) {
 	b.offset = b.offset[:0]
 	b.Rejects = b.Rejects[:0]
 	b.RejectedLines = 0
+	b.unsampled = b.unsampled[:0]
+	b.gen = 0
 	b.Lines = 0
 	b.ReadAt = time.Time{}
 }
@@ -128,8 +137,12 @@ func (b *Batch) Rows() int { return len(b.ts) }
 // ID is the batch's deterministic identity: the same lines of the same source
 // always make the same id. It is the insert's query_id (so a re-send while the
 // first attempt still runs is refused by the server) and, where the server has
-// it, its insert_deduplication_token.
+// it, its insert_deduplication_token. A batch renewed (see gen) has a -gN
+// suffix: the same lines sent again under another token.
 func (b *Batch) ID() string {
+	if b.gen > 0 {
+		return fmt.Sprintf("hitcount-%016x-%d-%d-g%d", b.SourceID, b.First, b.Last, b.gen)
+	}
 	return fmt.Sprintf("hitcount-%016x-%d-%d", b.SourceID, b.First, b.Last)
 }
 
@@ -220,7 +233,9 @@ func (b *Batch) AddReject(off, next int64, reason string, line []byte) {
 			line = line[:maxRejectLine]
 		}
 		b.Rejects = append(b.Rejects, Reject{Offset: off, Reason: reason, Line: string(line)})
+		return
 	}
+	b.unsampled = append(b.unsampled, off)
 }
 
 // rejectTime records a parsed line whose time the stores cannot hold. Off

@@ -23,12 +23,13 @@ func (b *Batch) Span() Span {
 // Drop removes the rows and reject samples the store already holds, so the
 // rest can be sent again where the store does not drop a repeated block:
 // a block insert is atomic per partition, so after an unknown outcome any
-// subset of a batch may be there. First and Last stay: they still bound
-// the lines the batch stands for.
+// subset of a batch may be there. A line is held in either table: a row
+// the store refused alone is in rejects (see Refuse). First and Last stay:
+// they still bound the lines the batch stands for.
 func (b *Batch) Drop(h Held) {
 	keep := make([]bool, len(b.offset))
 	for i, off := range b.offset {
-		keep[i] = !h.Hits[int64(off)]
+		keep[i] = !h.Hits[int64(off)] && !h.Rejects[int64(off)]
 	}
 	b.ts = keepRows(b.ts, keep)
 	for _, c := range b.strCols() {
@@ -40,7 +41,7 @@ func (b *Batch) Drop(h Held) {
 	b.offset = keepRows(b.offset, keep)
 	rejects := b.Rejects[:0]
 	for _, r := range b.Rejects {
-		if !h.Rejects[r.Offset] {
+		if !h.Rejects[r.Offset] && !h.Hits[r.Offset] {
 			rejects = append(rejects, r)
 		}
 	}

@@ -171,13 +171,21 @@ func (s *Sink) Close() error {
 // Ping checks the server answers.
 func (s *Sink) Ping(ctx context.Context) error { return s.conn.Ping(ctx) }
 
-func (s *Sink) queryContext(ctx context.Context, id string) context.Context {
+func (s *Sink) queryContext(ctx context.Context, id string, renewed bool) context.Context {
 	opts := []clickhouse.QueryOption{clickhouse.WithQueryID(id)}
-	if s.features.dedupToken {
+	switch {
+	case s.features.dedupToken:
 		opts = append(opts, clickhouse.WithSettings(clickhouse.Settings{
 			"insert_deduplication_token":                         id,
 			"deduplicate_blocks_in_dependent_materialized_views": 1,
 		}))
+	case renewed:
+		// Without a token a replicated table drops a block by its checksum,
+		// whatever its id: lines it dropped once as a duplicate of a block
+		// it does not hold would be dropped again. A renewed batch is sent
+		// without deduplication; the collector settles its unknown outcome
+		// from the tables, never by sending it again identically.
+		opts = append(opts, clickhouse.WithSettings(clickhouse.Settings{"insert_deduplicate": 0}))
 	}
 	return clickhouse.Context(ctx, opts...)
 }
@@ -193,14 +201,14 @@ func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 	ctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
 	defer cancel()
 	if b.Rows() > 0 {
-		if err := s.insertHits(s.queryContext(ctx, id), b); err != nil {
+		if err := s.insertHits(s.queryContext(ctx, id, b.Renewed()), b); err != nil {
 			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
 		}
 	}
 	// After the rows, so that a committed reject offset implies its batch's rows
 	// are committed (both feed ingest_progress).
 	if len(b.Rejects) > 0 {
-		if err := s.insertRejects(s.queryContext(ctx, rejectsQueryID(id)), b); err != nil {
+		if err := s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
 	}

@@ -8,6 +8,7 @@ type Metrics struct {
 	LinesRead     *prometheus.CounterVec
 	LinesParsed   *prometheus.CounterVec
 	LinesRejected *prometheus.CounterVec
+	LinesRefused  *prometheus.CounterVec
 	RowsInserted  *prometheus.CounterVec
 	Batches       *prometheus.CounterVec
 	InsertSeconds prometheus.Histogram
@@ -31,11 +32,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LinesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hitcount_collector_lines_rejected_total", Help: "Lines that did not parse (sampled into the rejects table).",
 		}, []string{"site"}),
+		LinesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_lines_refused_total",
+			Help: "Lines the store refused for good when sent alone (a permanent error: too many partitions, a throwIf guard, a constraint, a value it cannot read), by outcome: rejected (recorded in the rejects table, reason 'store refused: ...'), lost (the rejects table refused it too: logged with its offset, stored nowhere).",
+		}, []string{"site", "outcome"}),
 		RowsInserted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hitcount_collector_rows_inserted_total", Help: "Hit rows committed to ClickHouse.",
 		}, []string{"site"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hitcount_collector_batches_total", Help: "Insert attempts by result: ok, failed (outcome unknown, resolved by re-reading what ClickHouse committed), discarded (read again after a failure or a truncation).",
+			Name: "hitcount_collector_batches_total", Help: "Batches by result: ok (committed), failed (an insert attempt failed: retried, or split when permanent), split (refused for good by the store: sent in two halves), resent (after an identical re-send the store did not hold all of the batch's lines: the missing ones sent under a new id), discarded (not sent after a shutdown with an unknown outcome, or a truncation).",
 		}, []string{"result"}),
 		InsertSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "hitcount_collector_insert_seconds", Help: "Duration of successful batch inserts.",
@@ -62,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
 		}),
 	}
-	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.RowsInserted, m.Batches,
+	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.RowsInserted, m.Batches,
 		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp)
 	return m
 }

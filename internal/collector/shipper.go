@@ -20,16 +20,14 @@ import (
 //     from the collector's pool only with a line in hand, and hands the batch
 //     on when it is full, old (BatchDelay) or the file is finished. It never
 //     goes back in the file: what the store holds is settled in send().
-//   - send() (commit) holds one batch in flight for the source:
-//     idle -> inserting -> acked -> idle. Before inserting it records the
-//     batch durably (positions.InFlight) and clears the record on ack, so a
-//     record exists only for a batch whose outcome is unknown. On an error:
-//     unknown -> resolve. Where the store drops an identical block (a token,
-//     a replicated table), the identical batch is sent again until acked,
-//     which also completes a materialized view a failure cut short. Elsewhere
-//     send() waits until no insert of the source runs, asks hits and rejects
-//     (not a view written after them) which lines of the batch they hold,
-//     drops those, and sends the rest: never a line twice.
+//   - send() (commit, see commit.go) holds one batch in flight for the
+//     source: idle -> inserting -> acked -> idle. Before inserting it records
+//     the batch durably (positions.InFlight) and clears the record on ack, so
+//     a record exists only for a batch whose outcome is unknown. On a
+//     transient error: unknown -> resolve (the identical batch again where
+//     the store drops it, else only what hits and rejects lack); on a
+//     permanent one the batch is split, a line refused alone becomes a
+//     reject; after an identical re-send, what the store holds is verified.
 //
 // A batch read after a failure waits for the one in flight, so lines are
 // committed in order; after a failure during shutdown nothing later is sent.
@@ -63,122 +61,6 @@ type shipper struct {
 	sendCh     chan *sink.Batch
 	readFailed bool          // the last read failed: do not remember the file as finished
 	sent       chan struct{} // closed when send() has returned
-}
-
-// send commits batches in order until read() closes sendCh.
-func (s *shipper) send(ctx context.Context) {
-	defer close(s.sent)
-	// Inserts outlive ctx so a shutdown flushes what was read; each is still
-	// bounded by the insert timeout.
-	insertCtx := context.WithoutCancel(ctx)
-	stopped := false
-	for b := range s.sendCh {
-		if stopped {
-			s.c.countBatch("discarded")
-			s.c.release(b)
-			continue
-		}
-		if err := s.commit(ctx, insertCtx, b); err != nil {
-			// Shutting down with the outcome unknown: the record stays for
-			// the next start, and nothing after this batch may land before
-			// it (the committed offset would pass lines not in the store).
-			s.c.log.Warn("stopping with a batch whose outcome is unknown; the next start settles it", "path", s.path, "batch", b.ID(), "err", err)
-			stopped = true
-		}
-		s.c.release(b)
-	}
-}
-
-// commit takes one batch from idle to acked, or returns ctx's error when
-// the collector stops before its outcome is known.
-func (s *shipper) commit(ctx, insertCtx context.Context, b *sink.Batch) error {
-	if err := s.c.positions.setInFlight(b.SourceID, b.Span()); err != nil {
-		s.c.log.Warn("cannot record the batch in flight", "err", err)
-	}
-	bo := newBackoff()
-	t0 := time.Now()
-	resolved := false
-	err := s.c.ins.Insert(insertCtx, b)
-	for err != nil {
-		s.c.countBatch("failed")
-		s.c.setReady(false)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := bo.NextBackOff()
-		if s.c.dedup {
-			s.c.log.Warn("insert failed; sending the identical batch again", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
-		} else {
-			s.c.log.Warn("insert failed; its outcome is unknown until the store settles", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if !s.c.dedup {
-			done, rerr := s.resolve(ctx, b)
-			if rerr != nil {
-				err = rerr
-				continue
-			}
-			resolved = true
-			if done {
-				err = nil
-				break
-			}
-		}
-		t0 = time.Now()
-		err = s.c.ins.Insert(insertCtx, b)
-	}
-	if resolved {
-		// What hits held may have missed ingest_progress (a view before it
-		// failed): the resume point must not fall behind the batch.
-		for err := s.c.ins.MarkProgress(insertCtx, b.Site, b.SourceID, b.Last); err != nil; err = s.c.ins.MarkProgress(insertCtx, b.Site, b.SourceID, b.Last) {
-			s.c.log.Warn("cannot record the committed offset of a settled batch; retrying", "path", s.path, "batch", b.ID(), "err", err)
-			select {
-			case <-time.After(bo.NextBackOff()):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	bo.Reset()
-	s.c.ack(b)
-	s.c.setReady(true)
-	if err := s.c.positions.clearInFlight(b.SourceID); err != nil {
-		s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
-	}
-	if m := s.c.m; m != nil {
-		m.InsertSeconds.Observe(time.Since(t0).Seconds())
-		m.RowsInserted.WithLabelValues(s.src.Site).Add(float64(b.Rows()))
-	}
-	s.c.countBatch("ok")
-	return nil
-}
-
-// resolve settles an unknown outcome where the store keeps a repeated block:
-// once no insert of the source runs, it drops from b what hits and rejects
-// hold. done: nothing is left to send.
-func (s *shipper) resolve(ctx context.Context, b *sink.Batch) (done bool, err error) {
-	if _, _, err := s.c.ins.Settle(ctx, b.SourceID); err != nil {
-		return false, err
-	}
-	held, err := s.c.ins.Holds(ctx, b.SourceID, b.Span())
-	if err != nil {
-		return false, err
-	}
-	rows, rejects := b.Rows(), len(b.Rejects)
-	b.Drop(held)
-	s.c.log.Info("resolved a batch whose outcome was unknown", "path", s.path, "batch", b.ID(),
-		"rows_held", rows-b.Rows(), "rows_to_send", b.Rows(), "rejects_held", rejects-len(b.Rejects))
-	return b.Rows() == 0 && len(b.Rejects) == 0, nil
-}
-
-func (c *Collector) countBatch(result string) {
-	if c.m != nil {
-		c.m.Batches.WithLabelValues(result).Inc()
-	}
 }
 
 // read parses lines into batches and hands them to send() until the file is
