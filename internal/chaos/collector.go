@@ -126,6 +126,19 @@ func (c *Collector) Kill() {
 // The collector promises to flush and exit 0: anything else (another exit
 // status, or still running after timeout, when it is killed) is an error.
 func (c *Collector) Term(timeout time.Duration) error {
+	// A process signalled before its main() installed the handler dies of
+	// the signal having read nothing, as any Go program would: wait until it
+	// catches SIGTERM (a schedule can restart and stop it within
+	// milliseconds; seed 20261125 did).
+	c.mu.Lock()
+	pid := 0
+	if c.runningLocked() {
+		pid = c.cmd.Process.Pid
+	}
+	c.mu.Unlock()
+	if pid != 0 {
+		waitCatches(pid, syscall.SIGTERM, 5*time.Second)
+	}
 	done, ok := c.signal(syscall.SIGTERM)
 	if !ok {
 		return nil
@@ -238,4 +251,25 @@ func (c *Collector) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// waitCatches waits until process pid catches sig (its SigCgt mask in
+// /proc/pid/status), at most timeout.
+func waitCatches(pid int, sig syscall.Signal, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return // gone
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err == nil && mask&(1<<(uint(sig)-1)) != 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
