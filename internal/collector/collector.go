@@ -137,6 +137,9 @@ type Collector struct {
 	openInode map[[2]uint64]bool
 	// openRotated counts the open files that are not a live match.
 	openRotated int
+	// firsts is what the last complete scan saw of files sharing a first
+	// line.
+	firsts map[uint64]map[[2]uint64]string
 	// seen are files read to their end (or left out), by device and inode,
 	// with their size and time then: unchanged, they are not opened again.
 	// Entries of files no longer present are dropped at each scan.
@@ -153,6 +156,7 @@ type fileStat struct {
 	size  int64
 	mtime time.Time
 	ids   [2]uint64 // the source id it was read under, and its first-line id
+	path  string
 }
 
 // New returns a collector shipping to ins.

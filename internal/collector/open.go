@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
+
+	"github.com/hitcount/hitcount/internal/tailer"
 )
 
 // run is a file's life once the scan has opened it: decide where to start
@@ -47,16 +50,27 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 	}
 	if !ok && s.id.ID != s.id.First {
 		// Shipped while it had one line, or by a version that knew files by
-		// their first line alone: it keeps that id.
+		// their first line alone: it keeps that id. Unless another present
+		// file starts with the same line: what was shipped under it may be
+		// that file's, and this one is known by its two lines.
 		off1, ok1, err := c.settle(ctx, s.id.First)
 		if err != nil {
 			return 0, "", false, err
 		}
-		if _, inFlight := c.positions.getInFlight(s.id.First); ok1 || inFlight {
-			if !c.rekey(s, s.id.First) {
-				return 0, "", false, errNotNow
+		_, inFlight := c.positions.getInFlight(s.id.First)
+		if ok1 || inFlight {
+			others, err := c.sharingFirstLine(ctx, s)
+			if err != nil {
+				return 0, "", false, err
 			}
-			off, ok = off1, ok1
+			switch {
+			case len(others) > 0:
+				c.log.Info("log files start with the same line; this one is known by its first two lines", "path", s.path, "others", others, "source_id", s.id.ID)
+			case !c.rekey(s, s.id.First):
+				return 0, "", false, errNotNow
+			default:
+				off, ok = off1, ok1
+			}
 		}
 	}
 	hint, hinted := c.positions.hint(s.id.ID, s.id.First)
@@ -131,7 +145,7 @@ func (s *shipper) abandon(f *os.File, seen bool) {
 	defer c.mu.Unlock()
 	c.forget(s)
 	if seen {
-		c.seen[s.key] = fileStat{size: s.openedAs.Size(), mtime: s.openedAs.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}}
+		c.seen[s.key] = fileStat{size: s.openedAs.Size(), mtime: s.openedAs.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}, path: s.path}
 	}
 }
 
@@ -164,4 +178,31 @@ func (c *Collector) rekey(s *shipper, id uint64) bool {
 	s.id.ID = id
 	c.open[id] = s
 	return true
+}
+
+// sharingFirstLine lists the other present files that start with s's first
+// line, as the scan that opened s saw them once it had met every file.
+func (c *Collector) sharingFirstLine(ctx context.Context, s *shipper) ([]string, error) {
+	select {
+	case <-s.scanned:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for key, path := range c.firsts[s.id.First] {
+		if key != s.key {
+			out = append(out, path)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// sameHead reports whether the file s reads starts now as the file of id
+// does: its first two lines.
+func (s *shipper) sameHead(id tailer.Identity) bool {
+	cur, err := tailer.Fingerprint(s.reader.File(), s.src.Site)
+	return err == nil && cur.HasBoth && cur.Both == id.Both
 }

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,6 +34,11 @@ type candidate struct {
 	// literal: the configured pattern has no wildcard and names this path
 	// itself, the one case where the file may be a symlink (see OpenLog).
 	literal bool
+	// owned: the file is read only if the opened file belongs to owner
+	// (checked on the descriptor: a directory on the way may be swapped
+	// for a symlink between the glob and the open).
+	owned bool
+	owner uint32
 }
 
 // candidates expands a source's glob: the live files it matches, then their
@@ -128,7 +134,7 @@ func targetSiblings(link string) []candidate {
 		if uid, ok := owner(fi); !ok || uid != targetUID {
 			continue
 		}
-		out = append(out, candidate{path: p, base: filepath.Dir(target), rel: filepath.Base(p)})
+		out = append(out, candidate{path: p, base: filepath.Dir(target), rel: filepath.Base(p), owned: true, owner: targetUID})
 	}
 	return out
 }
@@ -174,11 +180,35 @@ const forgetAfter = time.Hour
 // leaves out entirely (a gzipped rotated file).
 const skippedWhole int64 = -1
 
+// scanState is what one scan saw: what is present (so what is gone can be
+// forgotten) and which files share a first line.
+type scanState struct {
+	paths map[string]bool
+	keys  map[[2]uint64]bool
+	ids   map[uint64]bool
+	// firsts maps a first-line id to the present files (by device and
+	// inode) that start with that line, with a path of each.
+	firsts map[uint64]map[[2]uint64]string
+	// done is closed once the scan has met every candidate.
+	done chan struct{}
+}
+
+func (st *scanState) first(id uint64, key [2]uint64, path string) {
+	m := st.firsts[id]
+	if m == nil {
+		m = map[[2]uint64]string{}
+		st.firsts[id] = m
+	}
+	if _, ok := m[key]; !ok {
+		m[key] = path
+	}
+}
+
 // scan opens every candidate file not being read yet.
 func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
-	present := map[string]bool{}
-	presentKeys := map[[2]uint64]bool{}
-	presentIDs := map[uint64]bool{}
+	st := &scanState{paths: map[string]bool{}, keys: map[[2]uint64]bool{}, ids: map[uint64]bool{},
+		firsts: map[uint64]map[[2]uint64]string{}, done: make(chan struct{})}
+	defer close(st.done)
 	for i := range c.opts.Sources {
 		src := &c.opts.Sources[i]
 		cands := candidates(src.Glob)
@@ -187,8 +217,8 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 			if ctx.Err() != nil {
 				return
 			}
-			present[cand.path] = true
-			if err := c.consider(ctx, wg, src, cand, first, presentKeys, presentIDs); err != nil {
+			st.paths[cand.path] = true
+			if err := c.consider(ctx, wg, src, cand, first, st); err != nil {
 				c.log.Warn("cannot read log file", "path", cand.path, "err", err)
 			}
 		}
@@ -197,25 +227,39 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 	// reported again.
 	c.mu.Lock()
 	for p := range c.refused {
-		if !present[p] {
+		if !st.paths[p] {
 			delete(c.refused, p)
 		}
 	}
 	// So is a finished file that is gone (deleted by rotation): the memory
 	// of files read stays the size of what the globs match.
-	for k, st := range c.seen {
-		if !presentKeys[k] {
+	for k, f := range c.seen {
+		if !st.keys[k] {
 			delete(c.seen, k)
 		} else {
-			presentIDs[st.ids[0]], presentIDs[st.ids[1]] = true, true
+			st.ids[f.ids[0]], st.ids[f.ids[1]] = true, true
+			st.first(f.ids[1], k, f.path)
 		}
 	}
+	var open []*shipper
 	for _, s := range c.open {
-		presentIDs[s.id.ID], presentIDs[s.id.First] = true, true
+		st.ids[s.id.ID], st.ids[s.id.First] = true, true
+		open = append(open, s)
 	}
 	c.mu.Unlock()
+	// An open file counts as starting with the line it starts with now: one
+	// truncated and rewritten no longer does (its copy is then the only
+	// file with that first line).
+	for _, s := range open {
+		if cur, err := tailer.Fingerprint(s.reader.File(), s.src.Site); err == nil {
+			st.first(cur.First, s.key, s.path)
+		}
+	}
+	c.mu.Lock()
+	c.firsts = st.firsts
+	c.mu.Unlock()
 	// And the positions hint of a source no file has shown for a while.
-	if err := c.positions.prune(presentIDs, c.opts.Now(), forgetAfter); err != nil {
+	if err := c.positions.prune(st.ids, c.opts.Now(), forgetAfter); err != nil {
 		c.log.Warn("cannot save the positions hint", "err", err)
 	}
 }
@@ -261,8 +305,8 @@ func (c *Collector) skip(site, path string, r *tailer.RefusedError) {
 // flight at a crash left) happens on the file's own goroutine (shipper.run),
 // so one source whose store query hangs does not keep every other file from
 // being opened.
-func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool, present map[[2]uint64]bool, presentIDs map[uint64]bool) error {
-	if c.unchanged(cand, present) {
+func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Source, cand candidate, first bool, st *scanState) error {
+	if c.unchanged(cand, st.keys) {
 		return nil
 	}
 	// Opened before anything is decided, and everything after is asked of
@@ -279,6 +323,14 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 			return nil // rotated away between the glob and now
 		}
 		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); cand.owned && (!ok || st.Uid != cand.owner) {
+		// The owner seen by path was another file's: whoever controls a
+		// directory on the way swapped it. Refused on what was opened.
+		f.Close()
+		c.skip(src.Site, cand.path, &tailer.RefusedError{Path: cand.path, Reason: tailer.ReasonLinkOwner,
+			Detail: fmt.Sprintf("a rotated file beside a configured symlink's target must belong to the target's owner (uid %d)", cand.owner)})
+		return nil
 	}
 	key, _ := statKey(fi)
 	c.mu.Lock()
@@ -298,13 +350,22 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		}
 		return err
 	}
-	presentIDs[id.ID], presentIDs[id.First] = true, true
+	st.ids[id.ID], st.ids[id.First] = true, true
+	st.first(id.First, key, cand.path)
 	c.mu.Lock()
 	_, dup := c.open[id.ID]
-	_, dupFirst := c.open[id.First]
+	holder := c.open[id.First]
 	hasSite := c.sites[src.Site]
 	c.mu.Unlock()
-	if dup || dupFirst {
+	if !dup && holder != nil {
+		// A file read under this one's first-line id (it had one line when
+		// opened): this is a copy of it (copytruncate) when its head is
+		// that file's head now; another log that only shares the first
+		// line is not, and must not wait for it (a quiet vhost's log may
+		// stay open for ever).
+		dup = !id.HasBoth || holder.sameHead(id)
+	}
+	if dup {
 		// The same content under another name and inode while the original
 		// is still open: copytruncate's copy before the truncation. Read it
 		// once the original is finished.
@@ -313,7 +374,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	markSeen := func() {
 		c.mu.Lock()
-		c.seen[key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{id.ID, id.First}}
+		c.seen[key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{id.ID, id.First}, path: cand.path}
 		c.mu.Unlock()
 		f.Close()
 	}
@@ -373,7 +434,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	s := &shipper{
 		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, parser: p, reader: r,
 		key: key, openedAs: fi, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
-		replayUntil: -1, endStart: endStart,
+		replayUntil: -1, endStart: endStart, scanned: st.done,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s

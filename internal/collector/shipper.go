@@ -44,6 +44,9 @@ type shipper struct {
 	// this live file (its end then), in case there is no positions file
 	// to keep it.
 	endStart int64
+	// scanned is closed when the scan that opened the file has met every
+	// candidate (see Collector.sharingFirstLine).
+	scanned chan struct{}
 	// literal: the configured path itself, which may be a symlink to the
 	// file (see tailer.OpenLog).
 	literal bool
@@ -59,7 +62,7 @@ type shipper struct {
 	held map[int64]bool
 
 	sendCh     chan *sink.Batch
-	readFailed bool          // the last read failed: do not remember the file as finished
+	readFailed bool          // the last read failed or the file was truncated: do not remember it as finished
 	sent       chan struct{} // closed when send() has returned
 }
 
@@ -160,6 +163,7 @@ func (s *shipper) read(ctx context.Context) {
 		case notFinished:
 		case truncated:
 			s.handOff(b)
+			s.readFailed = true // what follows is another file's: not read here
 			return
 		case finished:
 			// Nothing more will be written: a last line without a newline
@@ -357,11 +361,16 @@ func (s *shipper) finish() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.forget(s)
-	// A file left after a read error (a gzip still being written) is looked
-	// at again on the next scan: by now it may be complete at the size it
-	// has, and remembering that size would skip it for good.
-	if statErr == nil && !s.readFailed {
-		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}}
+	// A file is remembered as read only at a size it was read to: one left
+	// after a read error (a gzip still being written), truncated and
+	// rewritten (its new lines are another source's), or grown since the
+	// last read, is looked at again on the next scan. Remembered at its size
+	// now, the lines it gained meanwhile would be skipped for as long as the
+	// file does not change again (found by review: 50 lines written in one
+	// go after a truncation never shipped).
+	readToEnd := s.id.Gzip || (statErr == nil && fi.Size() == s.reader.Offset())
+	if statErr == nil && !s.readFailed && readToEnd {
+		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}, path: s.path}
 	}
 	if c.m != nil {
 		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)
