@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,6 +77,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := ship(ctx, cfg, log, *migrate); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Asked to stop (SIGTERM) while still starting, say while the
+			// store opens: nothing was read, so it is a clean stop, and
+			// systemd or a supervisor must not see a failure.
+			log.Info("collector stopped before it started shipping", "reason", err)
+			return 0
+		}
 		log.Error("collector stopped", "err", err)
 		return 1
 	}
