@@ -122,6 +122,12 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := standalone(ctx, cfg, log, *live, *demo, *demoRate, stdout); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Asked to stop (SIGTERM) while starting or between steps:
+			// a clean stop, not a failure for systemd to report.
+			log.Info("hitcount stopped", "reason", err)
+			return 0
+		}
 		log.Error("hitcount stopped", "err", err)
 		return 1
 	}

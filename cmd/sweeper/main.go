@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -76,6 +77,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := sweep(ctx, cfg, log, mode{once: *once, dryRun: *dryRun, out: stdout}); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Asked to stop (SIGTERM) while starting or between steps:
+			// a clean stop, not a failure for systemd to report.
+			log.Info("sweeper stopped", "reason", err)
+			return 0
+		}
 		log.Error("sweeper stopped", "err", err)
 		return 1
 	}
