@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/backend"
@@ -32,5 +33,9 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if m.once {
 		return s.Once(ctx, m.dryRun, m.out)
 	}
-	return service.Run(ctx, log, *cfg.HTTP.Listen, reg, s.Ready, service.Part{Name: "sweeper", Run: s.Run})
+	run := s.Run
+	if os.Getenv(noElectorEnv) == "1" { // a test hook, see testhook.go
+		run = sweepWithoutElector(s, cfg.Sweep.Every.Duration, log)
+	}
+	return service.Run(ctx, log, *cfg.HTTP.Listen, reg, s.Ready, service.Part{Name: "sweeper", Run: run})
 }
