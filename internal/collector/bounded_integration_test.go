@@ -150,3 +150,42 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// After a restart, rotated files already read to their end and not written
+// for a while are finished at once, not after another RotatedIdle holding one
+// of the few places rotated files have: the newest rotated file, opened last
+// (oldest first), must not wait behind them (with RotatedIdle an hour here,
+// it waited an hour; in the chaos long run files waiting for a place were
+// deleted by rotation meanwhile).
+func TestRotatedFilesReadBeforeFinishAtOnce(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		dir := t.TempDir()
+		base := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+		old := time.Now().Add(-2 * time.Hour)
+		for i := 4; i >= 1; i-- {
+			p := filepath.Join(dir, fmt.Sprintf("access.log.%d", i))
+			if err := os.WriteFile(p, logLines(uint64(200+i), 300, base.Add(time.Duration(5-i)*time.Hour)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mt := old.Add(time.Duration(5-i) * time.Minute)
+			os.Chtimes(p, mt, mt)
+		}
+		live := filepath.Join(dir, "access.log")
+		if err := os.WriteFile(live, logLines(300, 100, base.Add(6*time.Hour)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		stop := startCollector(t, st, live, func(o *collector.Options) { o.StateDir = state })
+		st.assertExactlyOnce(t, 4*300+100)
+		stop()
+		// The web server wrote to .1 after the collector stopped.
+		appendLines(t, filepath.Join(dir, "access.log.1"), logLines(301, 50, base.Add(7*time.Hour)))
+		startCollector(t, st, live, func(o *collector.Options) {
+			o.StateDir = state
+			o.MaxOpenRotated = 1
+			o.RotatedIdle = time.Hour
+		})
+		st.assertExactlyOnce(t, 4*300+100+50)
+	})
+}

@@ -348,6 +348,9 @@ func (c *Collector) settle(ctx context.Context, source uint64) (int64, bool, err
 			c.mu.Unlock()
 			return off, ok, nil
 		}
+		if ctx.Err() != nil {
+			return 0, false, ctx.Err() // stopping: not the store's fault
+		}
 		c.setReady(false)
 		wait := bo.NextBackOff()
 		c.log.Warn("cannot learn what the store committed yet; retrying", "source_id", source, "err", err, "retry_in", wait)

@@ -411,7 +411,14 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		f.Close()
 		return nil
 	}
-	if !cand.live && !c.rotatedSlot() {
+	// A file with a batch in flight at the last stop is opened whatever the
+	// count: on the embedded engine its replay completes the rollups, and
+	// rotation may delete it while it waits.
+	_, inFlight := c.positions.getInFlight(id.ID)
+	if _, first := c.positions.getInFlight(id.First); first {
+		inFlight = true
+	}
+	if !cand.live && !c.rotatedSlot(inFlight) {
 		// Rotated history is read a few files at a time, oldest first: a
 		// glob over years of .gz files must not keep them all open at once
 		// (a descriptor and ~130 KiB of buffers each). The rest waits for a
@@ -473,11 +480,12 @@ func (c *Collector) unchanged(cand candidate, present map[[2]uint64]bool) bool {
 	return seen && prev.size == fi.Size() && prev.mtime.Equal(fi.ModTime())
 }
 
-// rotatedSlot takes one of the MaxOpenRotated places for a rotated file.
-func (c *Collector) rotatedSlot() bool {
+// rotatedSlot takes one of the MaxOpenRotated places for a rotated file
+// (force: one more, beyond them).
+func (c *Collector) rotatedSlot(force bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.openRotated >= c.opts.MaxOpenRotated {
+	if c.openRotated >= c.opts.MaxOpenRotated && !force {
 		return false
 	}
 	c.openRotated++

@@ -326,8 +326,13 @@ func (s *shipper) finished(idleSince time.Time) ending {
 		s.c.log.Info("log file was truncated; its remaining lines are read from the rotated copy", "path", s.path)
 		return truncated
 	}
+	// Idle for RotatedIdle: since this reader reached the end, or since the
+	// file was last written (a rotated file read to its end before a
+	// restart is done at once, not after another wait holding one of the
+	// few places rotated files have: found by the chaos long run, where
+	// files waiting for a place were deleted by rotation meanwhile).
 	idle := notFinished
-	if s.c.opts.Now().Sub(idleSince) >= s.c.opts.RotatedIdle {
+	if now := s.c.opts.Now(); now.Sub(idleSince) >= s.c.opts.RotatedIdle || now.Sub(fi.ModTime()) >= s.c.opts.RotatedIdle {
 		idle = finished
 	}
 	if !s.live {
