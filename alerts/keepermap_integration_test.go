@@ -104,4 +104,17 @@ func TestKeeperMapClaims(t *testing.T) {
 	if got := child("k1"); !strings.HasPrefix(got, "true") {
 		t.Fatalf("a released key could not be claimed: %q", got)
 	}
+	// Real crossing keys are hex, most starting with a digit; anything that
+	// could end the quotes it is written between is refused.
+	for i := range 16 {
+		key := alerts.Crossing{Rule: "r", Subject: fmt.Sprint("/p", i), WindowStart: time.Unix(0, 0), Threshold: 10}.Key()
+		if _, ok, err := k.Claim(ctx, key, time.Minute); err != nil || !ok {
+			t.Fatalf("crossing key %s: claimed %v, %v", key, ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a'b", `a\b`, "a b", strings.Repeat("a", 200)} {
+		if _, _, err := k.Claim(ctx, bad, time.Minute); err == nil {
+			t.Fatalf("key %q accepted", bad)
+		}
+	}
 }
