@@ -60,6 +60,9 @@ type shipper struct {
 	// held are lines of a batch in flight when the previous process
 	// stopped that the store turned out to hold: read past, not sent again.
 	held map[int64]bool
+	// rejectsOnlyBefore: lines before this offset are read again only for
+	// the rejects they may lack (see open); the others are committed.
+	rejectsOnlyBefore int64
 
 	sendCh     chan *sink.Batch
 	readFailed bool          // the last read failed or the file was truncated: do not remember it as finished
@@ -88,6 +91,11 @@ func (s *shipper) read(ctx context.Context) {
 		line, off, err := s.reader.Next()
 		var tooLong *lines.TooLongError
 		switch {
+		case err == nil && off < s.rejectsOnlyBefore && s.isHit(line):
+			// A line of the batch in flight that hits has (the committed
+			// offset is past the batch): only its rejects may be missing.
+			idleSince = time.Time{}
+			continue
 		case err == nil && s.held[off]:
 			// Stored before a crash hid its outcome: not sent again.
 			idleSince = time.Time{}
@@ -381,4 +389,11 @@ func (s *shipper) finish() {
 		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)
 	}
 	c.log.Info("finished log file", "path", s.path, "offset", s.reader.Offset())
+}
+
+// isHit reports whether line becomes a row of hits (it parses, and its time
+// is one the store holds), not a reject.
+func (s *shipper) isHit(line []byte) bool {
+	var h parser.Hit
+	return s.parser.Parse(line, &h) == nil && h.Unix >= sink.MinUnix && h.Unix <= sink.MaxUnix
 }
