@@ -2,11 +2,9 @@ package collector_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,34 +100,9 @@ func TestFailingViewExactlyOnce(t *testing.T) {
 	})
 }
 
-// startCollector runs a collector until stop is called (or the test ends).
+// startCollector runs a collector on the test's store until stop is called
+// (or the test ends).
 func startCollector(t *testing.T, st *store, glob string, tune func(*collector.Options)) (stop func()) {
 	t.Helper()
-	opts := collector.Options{
-		Sources:   []collector.Source{{Glob: glob, Site: "www", Format: "combined"}},
-		BatchRows: 5000, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
-		RotatedIdle: 300 * time.Millisecond, StateDir: t.TempDir(),
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: testLogLevel()})),
-	}
-	if tune != nil {
-		tune(&opts)
-	}
-	c, err := collector.New(st.store, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return startInserter(t, st.store, glob, tune)
 }

@@ -230,7 +230,8 @@ func (s *lossyStore) waitFailing(t *testing.T, n int, timeout time.Duration) {
 	t.Fatalf("fewer than %d inserts failed after %v", n, timeout)
 }
 
-// startInserter is startCollector on an Inserter of the test's own.
+// startInserter runs a collector on ins (the test's store, or an Inserter
+// of the test's own wrapping it) until stop is called or the test ends.
 func startInserter(t *testing.T, ins collector.Inserter, glob string, tune func(*collector.Options)) (stop func()) {
 	t.Helper()
 	opts := collector.Options{
@@ -239,7 +240,9 @@ func startInserter(t *testing.T, ins collector.Inserter, glob string, tune func(
 		RotatedIdle: 300 * time.Millisecond, StateDir: t.TempDir(),
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: testLogLevel()})),
 	}
-	tune(&opts)
+	if tune != nil {
+		tune(&opts)
+	}
 	c, err := collector.New(ins, opts)
 	if err != nil {
 		t.Fatal(err)
