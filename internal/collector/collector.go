@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/filewake"
 	"github.com/hitcount/hitcount/internal/lockfile"
 	"github.com/hitcount/hitcount/internal/tailer"
 	"github.com/hitcount/hitcount/parser"
@@ -68,6 +69,11 @@ type Options struct {
 	// rotation) or a rotated sibling stays open at its end before it counts as
 	// finished: the web server may write to it until it reopens its log [5s].
 	RotatedIdle time.Duration
+	// PollOnly: an idle file is not watched for changes (inotify), only
+	// checked every Poll. Watched, it is read as soon as it grows, and Poll
+	// still bounds the wait (NFS, for one, tells nothing of another host's
+	// writes).
+	PollOnly bool
 	// StateDir holds the positions hint (where a never-seen file started when
 	// start_at is end); empty disables it.
 	StateDir string
@@ -148,6 +154,7 @@ type Collector struct {
 	positions *positions
 	matches   map[int]int // files each source matched at the last scan (scan goroutine only)
 	dedup     bool        // the store drops an identical re-insert (see Inserter.Deduplicates)
+	watcher   fileWatcher // wakes idle files on change; nil: poll only (set by Run)
 	ready     bool
 	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
 }
@@ -226,6 +233,16 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	if err := c.loadCommitted(ctx); err != nil {
 		return err
+	}
+	if !c.opts.PollOnly && c.watcher == nil { // (a test may have set one)
+		// One watcher for every file, closed once they are all finished.
+		w, err := filewake.New()
+		if err != nil {
+			c.log.Warn("cannot watch files for changes; idle files are polled", "poll", c.opts.Poll, "err", err)
+		} else {
+			c.watcher = w
+			defer w.Close()
+		}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -83,6 +83,8 @@ func (s *shipper) read(ctx context.Context) {
 			progress.Done()
 		}
 	}()
+	wake := s.c.newWaker(s.reader.File(), s.path)
+	defer wake.Close() // before finish closes the file
 	for {
 		if ctx.Err() != nil {
 			s.handOff(b)
@@ -183,9 +185,14 @@ func (s *shipper) read(ctx context.Context) {
 			s.handOff(b)
 			return
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(s.c.opts.Poll):
+		if b != nil && b.Lines > 0 {
+			// The batch in hand ships when due with what was written by
+			// then: a change need not wake it.
+			wake.Sleep(ctx, min(s.c.opts.Poll, s.c.opts.BatchDelay-s.c.opts.Now().Sub(b.ReadAt)))
+		} else {
+			// Woken when the file changes; Poll bounds the wait, as a
+			// change can go unseen.
+			wake.Wait(ctx, s.c.opts.Poll)
 		}
 	}
 }
