@@ -1,15 +1,35 @@
 // Package tailer reads access-log files as streams of lines with exact byte
 // offsets, and gives each file an identity that survives rotation.
 //
-// It reads files itself instead of through github.com/nxadm/tail: that library
-// hands out each line as a fresh string with no byte offset of the line, follows
-// a path rather than a file's content (so a renamed or copied-and-truncated
-// file is a new stream to it), and keeps its inotify watches in package-level
-// state. Exactly-once shipping needs the offset of every line and a content
-// identity, and the hot path must not allocate per line. What the library did
-// for us, noticing that a file grew, is a stat per poll interval here: cheap,
-// and it behaves the same on every filesystem (inotify does not on NFS or in
-// some container overlays).
+// It reads files itself rather than through github.com/nxadm/tail (v1.4.11
+// weighed). That library does give offsets: Line.SeekInfo.Offset is where a
+// line ends (the next one's start), found with an lseek per line. What does
+// not fit is the rest:
+//   - the cost per line: a string, a *Line and a channel send from the
+//     library's goroutine to the caller's, 1.9 µs, 3 allocations and 480
+//     bytes a line where this reader takes 43 ns and none (200,000 combined
+//     lines read from a file);
+//   - a line longer than MaxLineSize is cut into several lines, where
+//     exactly-once rejects it whole, with its offset and length;
+//   - it follows a path, reopening it when the file is renamed or truncated,
+//     where exactly-once follows content (see Fingerprint): a copytruncate
+//     copy is the same stream, a new file at the path another; and it reads
+//     no gzip.
+//
+// Its watch package (wake a reader when its file changes: inotify, or
+// polling) does not serve either: one inotify instance and goroutine in
+// package-level state that nothing closes, a goroutine per watched file,
+// os.Exit when no inotify instance can be had or a watched file cannot be
+// stat'ed, event channels keyed by path (two readers of one path share one),
+// and the watch given up once its file is renamed, as a rotated log is while
+// the web server still writes to it. The collector wakes its readers through
+// internal/filewake instead (fsnotify, one instance per collector, the watch
+// on the open descriptor), and keeps its poll as the bound of the wait:
+// inotify tells nothing of another NFS client's writes, and a queue can
+// overflow. Woken, a quiet site's line is committed in 87 ms (p50)
+// at BatchDelay 50ms where polling every 250 ms took 413 ms, and in 1.04 s at
+// the default 1s where it took 1.19 s (bench/write-to-commit.sh, embedded
+// store).
 package tailer
 
 import (
