@@ -127,13 +127,30 @@ func TestRotatedHistoryOpenedAFewAtATime(t *testing.T) {
 	})
 }
 
-// openLogs counts this process's descriptors on files in dir.
+// openLogs counts this process's descriptors on files in dir that were all
+// open at one moment. One pass over /proc/self/fd is not a snapshot: a
+// descriptor read early (file A, closed just after) and one read late (file B,
+// opened after A closed, on a number listed for something else) would count
+// together (CI, embedded engine, whose own descriptors come and go: 7 with at
+// most 6 ever open). A descriptor read twice, naming the same file both
+// times, with the second pass begun after the first ended, was open at the
+// moment between them.
 func openLogs(dir string) int {
-	fds, _ := os.ReadDir("/proc/self/fd")
+	pass := func() map[string]string {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		on := map[string]string{}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+			if err == nil && strings.HasPrefix(target, dir+"/") {
+				on[fd.Name()] = target
+			}
+		}
+		return on
+	}
+	first, second := pass(), pass()
 	n := 0
-	for _, fd := range fds {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
-		if err == nil && strings.HasPrefix(target, dir+"/") {
+	for fd, target := range first {
+		if second[fd] == target {
 			n++
 		}
 	}
