@@ -13,7 +13,10 @@ import (
 )
 
 // Claim is a sweeper's hold on one crossing: Token is the fencing token that
-// must still be current when the crossing is marked sent.
+// must still be current when the crossing is marked sent. Expires is on the
+// claimant's own clock, for its estimate of the lease it has left; whether
+// the claim holds is the backend's to say (Valid): keepermap leases run on
+// the ClickHouse server's clock, keeper ones as long as the session.
 type Claim struct {
 	Token   uint64
 	Expires time.Time

@@ -2,7 +2,9 @@ package alerts
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"regexp"
@@ -20,7 +22,7 @@ import (
 // the embedded engine.
 type KeeperMapSQL interface {
 	Exec(ctx context.Context, q string) error
-	// Row runs a query returning at most one row of (owner, token, expires).
+	// Row runs a query returning at most one row of (String, UInt64, UInt64).
 	Row(ctx context.Context, q string) (owner string, token, expires uint64, found bool, err error)
 }
 
@@ -29,11 +31,22 @@ type KeeperMapSQL interface {
 // fails: no connection besides ClickHouse, for managed services (ClickHouse >=
 // 23 with Keeper). The lease is an expiry time in the row; the token written
 // with the row is the fencing token.
+//
+// Every lease is on the ClickHouse server's clock, never a sweeper's: the
+// server computes expires when it inserts the row (now64(9) + the lease, in
+// nanoseconds) and compares it with its own now64(9) when a claim is checked
+// or taken over. Replicas whose clocks are hours apart then agree on which
+// leases are live: read against each reader's own clock, a replica an hour
+// ahead saw every other claim as expired and took it, and one an hour behind
+// wrote claims that every other saw as expired. Sweepers that reach different
+// servers of a cluster compare with different server clocks: their offset
+// (NTP keeps it to milliseconds) comes off the lease.
 type KeeperMapClaims struct {
 	sql   KeeperMapSQL
 	table string
 	owner string
-	now   func() time.Time
+	// now is the sweeper's clock, used only for Claim.Expires (see Claim).
+	now func() time.Time
 }
 
 var kmIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
@@ -50,7 +63,8 @@ var ErrNoKeeperMap = errors.New("claims: keepermap needs ClickHouse >= 23 with K
 // OpenKeeperMapClaims creates the claims table (database.claims) if missing.
 // It looks first, so that only the first start needs the right to create
 // it (deploy/sql/users.sql): a table an administrator created leaves the
-// sweeper with reads and writes of its rows.
+// sweeper with reads and writes of its rows. now is the sweeper's clock: it
+// only dates Claim.Expires; leases are on the server's clock.
 func OpenKeeperMapClaims(ctx context.Context, sql KeeperMapSQL, database, root, owner string, now func() time.Time) (*KeeperMapClaims, error) {
 	if !kmIdent.MatchString(database) || strings.ContainsAny(root, "'\\") || strings.ContainsAny(owner, "'\\") {
 		return nil, fmt.Errorf("keepermap claims: bad database, root or owner")
@@ -75,41 +89,87 @@ func OpenKeeperMapClaims(ctx context.Context, sql KeeperMapSQL, database, root, 
 
 const strict = " SETTINGS keeper_map_strict_mode = 1"
 
-func (k *KeeperMapClaims) insert(ctx context.Context, key string, c Claim) error {
-	return k.sql.Exec(ctx, fmt.Sprintf("INSERT INTO %s (key, owner, token, expires)%s VALUES ('%s', '%s', %d, %d)",
-		k.table, strict, key, k.owner, c.Token, c.Expires.UnixNano()))
+// serverNow is the server's clock in nanoseconds (Int64), what expires is
+// written in and compared with.
+const serverNow = "toUnixTimestamp64Nano(now64(9))"
+
+// insert writes the claim row; the server dates its expiry. SETTINGS
+// before SELECT is the same parser step as SETTINGS before VALUES (the
+// ClickHouse 22 parser on, so every server with KeeperMap, and the embedded
+// engine); strict mode applies to INSERT SELECT as to VALUES (the same
+// KeeperMap sink): a key that exists fails with "Node exists".
+func (k *KeeperMapClaims) insert(ctx context.Context, key string, token uint64, lease time.Duration) error {
+	return k.sql.Exec(ctx, fmt.Sprintf("INSERT INTO %s (key, owner, token, expires)%s SELECT '%s', '%s', toUInt64(%d), toUInt64(%s) + toUInt64(%d)",
+		k.table, strict, key, k.owner, token, serverNow, lease.Nanoseconds()))
+}
+
+// current reads key's row: its token, and whether its lease is live on the
+// server's clock.
+func (k *KeeperMapClaims) current(ctx context.Context, key string) (token uint64, live, found bool, err error) {
+	_, token, l, found, err := k.sql.Row(ctx, fmt.Sprintf("SELECT owner, token, toUInt64(expires > %s) FROM %s WHERE key = '%s'", serverNow, k.table, key))
+	return token, l == 1, found, err
+}
+
+// newToken is a fencing token: 63 random bits (it fits an Int64 wherever it
+// is read), never 0. A claim's token is only ever compared for equality with
+// the token in the row, so it must differ from every other claim's on the
+// same key: the claimant's clock gave equal tokens to claims taken in the
+// same clock tick (coarse clocks, equal clocks); two random draws are equal
+// once in 2^63.
+func newToken() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if t := binary.BigEndian.Uint64(b[:]) >> 1; t != 0 {
+			return t, nil
+		}
+	}
 }
 
 // Claim implements Claimer: insert the key; if it exists and its lease has
-// expired, delete exactly that row (by its token) and try once more.
+// expired on the server's clock, delete exactly that row (by its token, and
+// only while it is still expired) and try once more.
+//
+// Claim.Expires is the sweeper's own clock read before the insert, plus the
+// lease: the server dates the row later than that, and both clocks run at
+// the same rate whatever their offset, so the lease in the row lasts at least
+// until Claim.Expires on the sweeper's clock. A caller may check the lease it
+// has left against it (less the server clocks' offset in a cluster); Valid
+// asks the server.
 func (k *KeeperMapClaims) Claim(ctx context.Context, key string, lease time.Duration) (Claim, bool, error) {
 	if !kmKey.MatchString(key) {
 		return Claim{}, false, fmt.Errorf("keepermap claim: bad key %q", key)
 	}
-	now := k.now()
-	c := Claim{Token: uint64(now.UnixNano()), Expires: now.Add(lease)}
-	err := k.insert(ctx, key, c)
+	token, err := newToken()
+	if err != nil {
+		return Claim{}, false, fmt.Errorf("keepermap claim %s: token: %w", key, err)
+	}
+	c := Claim{Token: token, Expires: k.now().Add(lease)}
+	err = k.insert(ctx, key, token, lease)
 	if err == nil {
 		return c, true, nil
 	}
 	if !strings.Contains(err.Error(), "Node exists") {
 		return Claim{}, false, fmt.Errorf("keepermap claim %s: %w", key, err)
 	}
-	_, token, expires, found, err := k.sql.Row(ctx, fmt.Sprintf("SELECT owner, token, expires FROM %s WHERE key = '%s'", k.table, key))
+	held, live, found, err := k.current(ctx, key)
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("keepermap claim %s: %w", key, err)
 	}
-	if found && int64(expires) > now.UnixNano() {
+	if found && live {
 		return Claim{}, false, nil // a live claim
 	}
 	if found {
 		// An expired lease: remove that row only (a successor may race us;
-		// strict mode lets exactly one insert win).
-		if err := k.sql.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DELETE WHERE key = '%s' AND token = %d%s", k.table, key, token, strict)); err != nil {
+		// strict mode lets exactly one insert win). The server checks the
+		// expiry again, on its clock.
+		if err := k.sql.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DELETE WHERE key = '%s' AND token = %d AND expires <= %s%s", k.table, key, held, serverNow, strict)); err != nil {
 			return Claim{}, false, nil
 		}
 	}
-	if err := k.insert(ctx, key, c); err != nil {
+	if err := k.insert(ctx, key, token, lease); err != nil {
 		if strings.Contains(err.Error(), "Node exists") {
 			return Claim{}, false, nil
 		}
@@ -118,13 +178,14 @@ func (k *KeeperMapClaims) Claim(ctx context.Context, key string, lease time.Dura
 	return c, true, nil
 }
 
-// Valid implements Claimer: the row is still this claim's and unexpired.
+// Valid implements Claimer: the row is still this claim's and its lease is
+// live on the server's clock.
 func (k *KeeperMapClaims) Valid(ctx context.Context, key string, c Claim) (bool, error) {
-	_, token, expires, found, err := k.sql.Row(ctx, fmt.Sprintf("SELECT owner, token, expires FROM %s WHERE key = '%s'", k.table, key))
+	token, live, found, err := k.current(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("keepermap check %s: %w", key, err)
 	}
-	return found && token == c.Token && int64(expires) > k.now().UnixNano(), nil
+	return found && live && token == c.Token, nil
 }
 
 // Release implements Claimer.

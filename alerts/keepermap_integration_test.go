@@ -18,18 +18,29 @@ import (
 // openKeeperMap opens the embedded engine (ClickHouse 26) with a <zookeeper>
 // config and KeeperMap claims in it.
 func openKeeperMap(ctx context.Context, dir, zkAddr, owner string) (*alerts.KeeperMapClaims, *chdb.Engine, error) {
+	e, err := openKeeperMapEngine(ctx, dir, zkAddr)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := alerts.OpenKeeperMapClaims(ctx, alerts.EngineSQL{Engine: e}, "hitcount", "/hitcount", owner, time.Now)
+	return k, e, err
+}
+
+// openKeeperMapEngine opens the embedded engine with a <zookeeper> config
+// and the database hitcount.
+func openKeeperMapEngine(ctx context.Context, dir, zkAddr string) (*chdb.Engine, error) {
 	host, port, _ := strings.Cut(zkAddr, ":")
 	cfg := filepath.Join(dir, "config.xml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`<clickhouse><zookeeper><node><host>%s</host><port>%s</port></node></zookeeper><keeper_map_path_prefix>/keeper_map_tables</keeper_map_path_prefix></clickhouse>`, host, port)), 0o644)
 	e, err := chdb.Open(ctx, chdb.Options{LibPath: testenv.ChdbLibPath(), DataPath: filepath.Join(dir, "data"), ExtraArgs: []string{"--config-file=" + cfg}})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := e.Exec(ctx, "CREATE DATABASE IF NOT EXISTS hitcount"); err != nil {
-		return nil, nil, err
+		e.Close()
+		return nil, err
 	}
-	k, err := alerts.OpenKeeperMapClaims(ctx, alerts.EngineSQL{Engine: e}, "hitcount", "/hitcount", owner, time.Now)
-	return k, e, err
+	return e, nil
 }
 
 // childKeeperMap claims a key in another process and exits without releasing
@@ -115,6 +126,98 @@ func TestKeeperMapClaims(t *testing.T) {
 	for _, bad := range []string{"", "a'b", `a\b`, "a b", strings.Repeat("a", 200)} {
 		if _, _, err := k.Claim(ctx, bad, time.Minute); err == nil {
 			t.Fatalf("key %q accepted", bad)
+		}
+	}
+}
+
+// KeeperMap claims of replicas whose clocks are an hour ahead and an hour
+// behind (issue 15): leases are on the ClickHouse server's clock, so neither
+// takes the other's live claim, whichever claimed first, and each takes over
+// the other's expired one. Claim.Expires is on the claimant's own clock.
+// Claimants whose clocks read the same instant get different fencing tokens.
+// The replicas share one engine, as sweepers share one server: only their
+// own clocks differ.
+func TestKeeperMapClaimsSkewedClocks(t *testing.T) {
+	testenv.RequireChdb(t)
+	zk := testenv.ZooKeeper(t)
+	ctx := context.Background()
+	e, err := openKeeperMapEngine(ctx, t.TempDir(), zk.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	type replica struct {
+		name  string
+		clock func() time.Time
+		k     *alerts.KeeperMapClaims
+	}
+	open := func(name string, clock func() time.Time) *replica {
+		k, err := alerts.OpenKeeperMapClaims(ctx, alerts.EngineSQL{Engine: e}, "hitcount", "/hitcount", name, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &replica{name, clock, k}
+	}
+	skewed := func(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+	ahead, behind := open("ahead", skewed(time.Hour)), open("behind", skewed(-time.Hour))
+	frozen := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	stopped := func() time.Time { return frozen }
+	stopA, stopB := open("stopped-a", stopped), open("stopped-b", stopped)
+	pairs := [][2]*replica{{ahead, behind}, {behind, ahead}, {stopA, stopB}}
+
+	// A live claim is refused to the other, whichever clock claimed it.
+	for _, p := range pairs {
+		first, second := p[0], p[1]
+		key := "live-" + first.name
+		before := first.clock()
+		c, ok, err := first.k.Claim(ctx, key, time.Minute)
+		after := first.clock()
+		if err != nil || !ok {
+			t.Fatalf("%s: claim %s: %v %v", first.name, key, ok, err)
+		}
+		if c.Expires.Before(before.Add(time.Minute)) || c.Expires.After(after.Add(time.Minute)) {
+			t.Errorf("%s: Expires %v, want its own clock + the lease, in [%v, %v]", first.name, c.Expires, before.Add(time.Minute), after.Add(time.Minute))
+		}
+		if _, ok, err := second.k.Claim(ctx, key, time.Minute); err != nil || ok {
+			t.Errorf("%s took the live claim of %s: %v %v", second.name, first.name, ok, err)
+		}
+		if v, err := first.k.Valid(ctx, key, c); err != nil || !v {
+			t.Errorf("%s: its live claim is not valid: %v %v", first.name, v, err)
+		}
+	}
+
+	// An expired lease is taken over, whichever clock claimed it.
+	const short = 2 * time.Second
+	held := map[string]alerts.Claim{}
+	for _, p := range pairs {
+		key := "expired-" + p[0].name
+		c, ok, err := p[0].k.Claim(ctx, key, short)
+		if err != nil || !ok {
+			t.Fatalf("%s: claim %s: %v %v", p[0].name, key, ok, err)
+		}
+		held[key] = c
+	}
+	time.Sleep(short + 500*time.Millisecond)
+	for _, p := range pairs {
+		first, second := p[0], p[1]
+		key := "expired-" + first.name
+		old := held[key]
+		if v, err := first.k.Valid(ctx, key, old); err != nil || v {
+			t.Errorf("%s: its expired claim is still valid: %v %v", first.name, v, err)
+		}
+		c, ok, err := second.k.Claim(ctx, key, time.Minute)
+		if err != nil || !ok {
+			t.Errorf("%s did not take over the expired claim of %s: %v %v", second.name, first.name, ok, err)
+			continue
+		}
+		if c.Token == old.Token {
+			t.Errorf("%s and %s: the claim taken over has the fencing token of the expired one (%d)", first.name, second.name, c.Token)
+		}
+		if v, err := first.k.Valid(ctx, key, old); err != nil || v {
+			t.Errorf("%s: its claim is valid after %s took it over: %v %v", first.name, second.name, v, err)
+		}
+		if v, err := second.k.Valid(ctx, key, c); err != nil || !v {
+			t.Errorf("%s: the claim it took over is not valid: %v %v", second.name, v, err)
 		}
 	}
 }
