@@ -390,7 +390,27 @@ func (k *KeeperClaims) Valid(_ context.Context, key string, c Claim) (bool, erro
 	return uint64(st.Czxid) == c.Token && st.EphemeralOwner == k.conn.SessionID(), nil
 }
 
-// Release implements Claimer.
+// Release implements Claimer: it deletes the node only if this claim created
+// it, known by two marks that must both hold.
+//
+// The creation zxid alone identifies the node within one ensemble's history:
+// every transaction has its own zxid, and a claim is a create of its own (no
+// multi), so no other node ever has the claim's czxid. But zxids are not
+// unique across histories: an ensemble whose data was lost and started empty
+// (or another ensemble behind the same address) numbers its transactions
+// from the start again, and a node another replica creates there can carry
+// the czxid of a claim taken before; Release of that old claim then deleted
+// the other replica's live claim (a third replica may claim and send again).
+// So the node must also belong to this replica's current session: a node of
+// another session is never this claim, and a claim whose session ended has no
+// node left to release (it was ephemeral).
+//
+// What neither mark covers: the delete is conditional on the node's version,
+// which is 0 for every claim node, so a node that replaces this claim's
+// between the Get and the Delete (this session expiring in that gap, during
+// a partition, and another replica claiming) would be deleted. ZooKeeper has
+// no conditional delete on the owner or czxid; closing that gap needs a
+// multi that also checks a node only this session holds.
 func (k *KeeperClaims) Release(_ context.Context, key string, c Claim) error {
 	p := path.Join(k.claimsPath(), key)
 	_, st, err := k.conn.Get(p)
@@ -400,7 +420,7 @@ func (k *KeeperClaims) Release(_ context.Context, key string, c Claim) error {
 		}
 		return fmt.Errorf("keeper release %s: %w", key, err)
 	}
-	if uint64(st.Czxid) != c.Token {
+	if uint64(st.Czxid) != c.Token || st.EphemeralOwner != k.conn.SessionID() {
 		return nil
 	}
 	if err := k.conn.Delete(p, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {

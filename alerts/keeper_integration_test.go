@@ -422,3 +422,114 @@ func TestKeeperClaimsAuth(t *testing.T) {
 type zkTestLogger struct{ t *testing.T }
 
 func (l zkTestLogger) Printf(format string, args ...any) { l.t.Logf(format, args...) }
+
+// Release deletes only the node its own claim created: not a node another
+// replica created after this claim's node was gone, and not one that carries
+// the same creation zxid because the ensemble started over empty (its zxids
+// numbered from the start again), which the creation zxid alone let through.
+func TestKeeperClaimsReleaseOwnNodeOnly(t *testing.T) {
+	srv := testenv.ZooKeeper(t)
+	ctx := context.Background()
+	open := func() *alerts.KeeperClaims {
+		t.Helper()
+		k, err := alerts.OpenKeeperClaims(ctx, alerts.KeeperOptions{Addr: []string{srv.Addr()}, Root: "/hitcount/test", SessionTimeout: 4 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	raw := func() *zk.Conn {
+		t.Helper()
+		c, _, err := zk.Connect([]string{srv.Addr()}, 4*time.Second, zk.WithLogger(zkTestLogger{t}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// burnTo makes transactions (writes of one node) until the last one
+	// has zxid last: the next transaction gets last+1.
+	burnTo := func(c *zk.Conn, last int64) {
+		t.Helper()
+		if _, err := c.Create("/burn", nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatal(err)
+		}
+		for {
+			st, err := c.Set("/burn", nil, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mzxid == last {
+				return
+			}
+			if st.Mzxid > last {
+				t.Fatalf("setup: zxid %#x is past %#x", st.Mzxid, last)
+			}
+		}
+	}
+
+	// The holder's node vanished (deleted by hand) and another replica
+	// claimed the crossing: a late Release of the first claim leaves it.
+	a, b := open(), open()
+	defer b.Close()
+	ca, ok, err := a.Claim(ctx, "k1", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	op := raw()
+	if err := op.Delete("/hitcount/test/claims/k1", -1); err != nil {
+		t.Fatal(err)
+	}
+	cb, ok, err := b.Claim(ctx, "k1", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim after the node was deleted: %v %v", ok, err)
+	}
+	if err := a.Release(ctx, "k1", ca); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Valid(ctx, "k1", cb); err != nil || !v {
+		t.Fatalf("a Release of a claim whose node was gone deleted another replica's claim: %v %v", v, err)
+	}
+
+	// a claims k2 late in the ensemble's history (zxid X), then the
+	// ensemble loses its data and starts empty. Another replica claims k2
+	// as the new history's transaction X, so its node has a's token as its
+	// creation zxid. a reconnects (a new session: the old one is unknown
+	// there) and releases its old claim.
+	burnTo(op, 200)
+	op.Close()
+	b.Close()
+	ca2, ok, err := a.Claim(ctx, "k2", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim k2: %v %v", ok, err)
+	}
+	srv.Wipe()
+	b2 := open()
+	defer b2.Close()
+	op2 := raw()
+	defer op2.Close()
+	burnTo(op2, int64(ca2.Token)-1)
+	cb2, ok, err := b2.Claim(ctx, "k2", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("claim k2 on the empty ensemble: %v %v", ok, err)
+	}
+	if cb2.Token != ca2.Token {
+		t.Fatalf("setup: the new node's creation zxid is %#x, want a's token %#x", cb2.Token, ca2.Token)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("a has no session on the empty ensemble: %v", a.Healthy())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v, err := a.Valid(ctx, "k2", ca2); err != nil || v {
+		t.Fatalf("a's claim from before the ensemble started over is valid: %v %v", v, err)
+	}
+	if err := a.Release(ctx, "k2", ca2); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b2.Valid(ctx, "k2", cb2); err != nil || !v {
+		t.Fatalf("a Release of a claim from before the ensemble started over deleted another replica's claim with the same creation zxid: %v %v", v, err)
+	}
+	a.Close()
+}

@@ -109,6 +109,18 @@ func (z *ZooKeeperServer) Stop() {
 	}
 }
 
+// Wipe stops the server, deletes its data (snapshots and transaction logs)
+// and starts it again, empty, on the same port: an ensemble whose data was
+// lost, or another ensemble behind the same address. Its zxids start over.
+func (z *ZooKeeperServer) Wipe() {
+	z.t.Helper()
+	z.Stop()
+	if err := os.RemoveAll(filepath.Join(z.dir, "data")); err != nil {
+		z.t.Fatalf("wipe zookeeper: %v", err)
+	}
+	z.Start()
+}
+
 // Kill ends the server with SIGKILL.
 func (z *ZooKeeperServer) Kill() { z.proc.kill() }
 
