@@ -131,10 +131,11 @@ type Sweep struct {
 	Every Duration `yaml:"every"`
 	// Claims is where claim locks live: local, keeper or keepermap [local].
 	Claims string `yaml:"claims"`
-	// Lateness is how far back a sweep looks for late hits [10m].
+	// Lateness is how far back a sweep looks for late hits, >= 1m [10m].
 	Lateness Duration `yaml:"lateness"`
 	// Lease is how long a claim holds before another sweeper may take it,
-	// >= 1s [2m].
+	// >= 1s, and with claims: keepermap and an smtp section >= 3 x
+	// smtp.timeout + 30s [2m].
 	Lease Duration `yaml:"lease"`
 	// MaxCrossings per run before the run reschedules itself [1000].
 	MaxCrossings int `yaml:"max_crossings"`

@@ -217,7 +217,8 @@ rules: [{name: r, match: {path: /}, threshold: 1, window: 5m, to: [a@b.c]}]
 		{`listen: "" disables`, "http: {listen: \"\"}\n", func(c *Config) bool { return *c.HTTP.Listen == "" }},
 		{"listen: null is the default", "http: {listen: ~}\n", func(c *Config) bool { return *c.HTTP.Listen == "127.0.0.1:9464" }},
 		{"smtp port for starttls", "smtp: {host: h, from: a@b.c}\n", func(c *Config) bool { return c.SMTP.Port == 587 && c.SMTP.TLS == "starttls" }},
-		{"lateness 0 is allowed", "sweep: {lateness: 0s}\n", func(c *Config) bool { return c.Sweep.Lateness.Duration == 0 }},
+		{"lateness: null is the default", "sweep: {lateness: ~}\n", func(c *Config) bool { return c.Sweep.Lateness.Duration == 10*time.Minute }},
+		{"lateness of a minute", "sweep: {lateness: 1m}\n", func(c *Config) bool { return c.Sweep.Lateness.Duration == time.Minute }},
 		{"a quoted number", "batch: {rows: \"1000\"}\n", func(c *Config) bool { return c.Batch.Rows == 1000 }},
 		{"max_line plain bytes", "sources: [{path: a, site: s, max_line: 4096}]\n", func(c *Config) bool { return c.Sources[0].MaxLine.Bytes == 4096 }},
 	} {
@@ -361,6 +362,20 @@ func TestProblems(t *testing.T) {
 			`t.yaml:2:30: clickhouse.addr[1]: must be a string, got a mapping`}},
 		{"bad source glob", "sources: [{path: '/var/log/[a', site: s}]\n", []string{
 			`t.yaml:1:18: sources[0].path: bad glob "/var/log/[a"`}},
+		{"lateness under a minute", "sweep: {lateness: 59s}\n", []string{
+			"t.yaml:1:19: sweep.lateness: must be at least 1m, got 59s: hits_touched.ingested is truncated to the minute, so a sweep looking back less than a minute skips pages touched in the minute the last sweep ended in (leave lateness out for the default, 10m)"}},
+		{"explicit zero lateness is not the default", "sweep:\n  lateness: 0\n", []string{
+			"t.yaml:2:13: sweep.lateness: must be at least 1m, got 0s: hits_touched.ingested is truncated to the minute, so a sweep looking back less than a minute skips pages touched in the minute the last sweep ended in (leave lateness out for the default, 10m)"}},
+		{"keepermap lease shorter than a delivery", "sweep: {claims: keepermap, lease: 89s}\nsmtp: {host: h, from: a@b.c, timeout: 20s}\n", []string{
+			"t.yaml:1:35: sweep.lease: with claims: keepermap must be at least 3 x smtp.timeout + 30s (1m30s with smtp.timeout 20s), got 1m29s: a lease shorter than one delivery (connect, DATA and the reply, each up to smtp.timeout, then the mark) lets another replica claim the crossing and send it again while the first still sends"}},
+		{"keepermap default lease, smtp.timeout raised", "sweep:\n  claims: keepermap\nsmtp: {host: h, from: a@b.c, timeout: 1m}\n", []string{
+			"t.yaml:1:1: sweep.lease: with claims: keepermap must be at least 3 x smtp.timeout + 30s (3m30s with smtp.timeout 1m0s), got 2m0s: a lease shorter than one delivery (connect, DATA and the reply, each up to smtp.timeout, then the mark) lets another replica claim the crossing and send it again while the first still sends"}},
+		{"keepermap lease exactly a delivery", "sweep: {claims: keepermap, lease: 90s}\nsmtp: {host: h, from: a@b.c, timeout: 20s}\n", nil},
+		{"keepermap defaults", "sweep: {claims: keepermap}\nsmtp: {host: h, from: a@b.c}\n", nil},
+		{"keepermap without smtp writes files", "sweep: {claims: keepermap, lease: 1s}\n", nil},
+		{"keepermap with a bad smtp.timeout says only that", "sweep: {claims: keepermap, lease: 1s}\nsmtp: {host: h, from: a@b.c, timeout: soon}\n", []string{
+			`t.yaml:2:39: smtp.timeout: bad duration "soon" (use 90s, 5m, 1h, 1d)`}},
+		{"keeper and local claims do not use the lease", "sweep: {claims: keeper, lease: 1s}\nkeeper: {addr: [zk:2181], username: u, password_env: P}\nsmtp: {host: h, from: a@b.c}\n", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -624,6 +639,13 @@ func TestWarnings(t *testing.T) {
 			"t.yaml:2:1: keeper: no username: claim nodes are world-writable, so anyone who reaches the ensemble can delete or forge claims (duplicate or lost alerts); set keeper.username and keeper.password_env or password_file"}},
 		{"keeper claims with credentials", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P}\n", nil},
 		{"keeper section unused", "keeper: {addr: [zk:2181]}\n", nil},
+		{"keeper session shorter than two smtp timeouts", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P, session_timeout: 19s}\nsmtp: {host: h, from: a@b.c, timeout: 10s}\n", []string{
+			"t.yaml:2:74: keeper.session_timeout: 19s is under 2 x smtp.timeout (10s): with claims: keeper the claim lasts as long as the keeper session, and a sweeper cut off from the ensemble loses it session_timeout after its last contact, while a delivery may still run for two smtp.timeout phases after its last check of the claim (DATA, then the reply); another replica can then send the same crossing. Set keeper.session_timeout to at least 20s (the ensemble caps it: ZooKeeper at 20 x tickTime, 40s by default) or lower smtp.timeout"}},
+		{"keeper session defaults", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P}\nsmtp: {host: h, from: a@b.c}\n", []string{
+			"t.yaml:2:1: keeper.session_timeout: 10s is under 2 x smtp.timeout (30s): with claims: keeper the claim lasts as long as the keeper session, and a sweeper cut off from the ensemble loses it session_timeout after its last contact, while a delivery may still run for two smtp.timeout phases after its last check of the claim (DATA, then the reply); another replica can then send the same crossing. Set keeper.session_timeout to at least 1m0s (the ensemble caps it: ZooKeeper at 20 x tickTime, 40s by default) or lower smtp.timeout"}},
+		{"keeper session of two smtp timeouts", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P, session_timeout: 20s}\nsmtp: {host: h, from: a@b.c, timeout: 10s}\n", nil},
+		{"keeper session without smtp", "sweep: {claims: keeper}\nkeeper: {addr: [zk:2181], username: u, password_env: P, session_timeout: 2s}\n", nil},
+		{"keepermap claims do not use the session", "sweep: {claims: keepermap}\nkeeper: {addr: [zk:2181], session_timeout: 2s}\nsmtp: {host: h, from: a@b.c}\n", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

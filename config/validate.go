@@ -43,7 +43,14 @@ func (d *doc) validate(c *Config) {
 	default:
 		d.addf("sweep.claims", "must be local, keeper or keepermap, got %q", c.Sweep.Claims)
 	}
-	d.duration(c.Sweep.Lateness, "sweep.lateness", 0, 0)
+	// hits_touched.ingested is cut to the minute, so a round that starts
+	// less than a minute before where the last one stopped misses the rows
+	// of that minute ingested before it stopped. An explicit 0 (or any value
+	// under a minute) is refused, not turned into the default: only a
+	// lateness left out (or null) takes the default, 10m.
+	if l := c.Sweep.Lateness.Duration; l < time.Minute {
+		d.addf("sweep.lateness", "must be at least 1m, got %v: hits_touched.ingested is truncated to the minute, so a sweep looking back less than a minute skips pages touched in the minute the last sweep ended in (leave lateness out for the default, 10m)", l)
+	}
 	d.duration(c.Sweep.Lease, "sweep.lease", time.Second, 0)
 	if c.Sweep.MaxCrossings < 1 {
 		d.addf("sweep.max_crossings", "must be at least 1, got %d", c.Sweep.MaxCrossings)
@@ -73,6 +80,7 @@ func (d *doc) validate(c *Config) {
 	if s := c.SMTP; s != nil {
 		d.validateSMTP(s)
 	}
+	d.validateLease(c)
 	d.nonEmpty(c.Outbox, "outbox")
 
 	sites := map[string]bool{}
@@ -88,6 +96,30 @@ func (d *doc) validate(c *Config) {
 			names[r.Name] = i
 		}
 		d.validateRule(r, field, sites)
+	}
+}
+
+// minLeaseSMTPPhases and minLeaseMark size a keepermap lease: one delivery
+// is up to three phases each bounded by smtp.timeout (connect and greeting,
+// DATA, the reply to the message), then the mark (the sweeper's 30 s).
+const (
+	minLeaseSMTPPhases = 3
+	minLeaseMark       = 30 * time.Second
+)
+
+// validateLease checks that a keepermap lease outlasts one delivery: the
+// lease is time in the claim row, and when it ends another replica may claim
+// the crossing and send it again while the first delivery still runs. With
+// claims: keeper the lease is the keeper session (a warning, Warnings); with
+// local, one sweeper runs; without smtp, a delivery is a file write.
+func (d *doc) validateLease(c *Config) {
+	if c.Sweep.Claims != "keepermap" || c.SMTP == nil || !d.ok("smtp.timeout") {
+		return
+	}
+	t := c.SMTP.Timeout.Duration
+	if need := minLeaseSMTPPhases*t + minLeaseMark; c.Sweep.Lease.Duration < need {
+		d.addf("sweep.lease", "with claims: keepermap must be at least 3 x smtp.timeout + 30s (%v with smtp.timeout %v), got %v: a lease shorter than one delivery (connect, DATA and the reply, each up to smtp.timeout, then the mark) lets another replica claim the crossing and send it again while the first still sends",
+			need, t, c.Sweep.Lease.Duration)
 	}
 }
 
