@@ -21,6 +21,9 @@ type Metrics struct {
 	RuleErrors *prometheus.CounterVec
 	// PagesSkipped counts touched pages not counted at all, by reason.
 	PagesSkipped *prometheus.CounterVec
+	// Orphaned is how many pending crossings belong to rules this sweeper
+	// does not have (removed or renamed): left pending, never sent by it.
+	Orphaned prometheus.Gauge
 }
 
 // NewMetrics registers the series on reg.
@@ -35,8 +38,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastSweepTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_last_sweep_timestamp_seconds", Help: "When the last sweep finished."}),
 		RuleErrors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_rule_errors_total", Help: "Queries of a rule that failed for good (the page or the rule is skipped; other rules go on)."}, []string{"rule"}),
 		PagesSkipped:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_pages_skipped_total", Help: "Touched pages never counted, by reason (path_too_long)."}, []string{"reason"}),
+		Orphaned:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_crossings_orphaned", Help: "Pending crossings of rules this sweeper does not have (removed or renamed), at the last sweep."}),
 	}
-	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime, m.RuleErrors, m.PagesSkipped)
+	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime, m.RuleErrors, m.PagesSkipped, m.Orphaned)
 	return m
 }
 
@@ -73,6 +77,12 @@ func (m *Metrics) failed() {
 func (m *Metrics) waiting(n int) {
 	if m != nil {
 		m.Waiting.Set(float64(n))
+	}
+}
+
+func (m *Metrics) orphaned(n int) {
+	if m != nil {
+		m.Orphaned.Set(float64(n))
 	}
 }
 

@@ -29,7 +29,10 @@ type Message struct {
 }
 
 // Sender delivers a message. retryable says whether trying again later may
-// succeed (a refused connection, a timeout, a 4xx) or not (a 5xx).
+// succeed (a refused connection, a timeout, a 4xx) or not (a 5xx). An error
+// that wraps ErrMaybeSent says the message may have been accepted (the
+// connection failed or timed out after the whole message was sent, before
+// the server's reply): the sweeper then re-sends it at most once.
 type Sender interface {
 	Send(ctx context.Context, m *Message) (retryable bool, err error)
 }
@@ -156,10 +159,38 @@ func (s *SMTP) Send(ctx context.Context, m *Message) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("smtp client: %w", err)
 	}
-	if err := c.DialAndSendWithContext(ctx, msg); err != nil {
+	err = c.DialAndSendWithContext(ctx, msg)
+	if msg.IsDelivered() {
+		// The server accepted the message; what failed came after (the
+		// RSET or QUIT go-mail sends next). Retried, it would arrive twice.
+		return false, nil
+	}
+	if err != nil {
+		if maybeSent(err) {
+			err = fmt.Errorf("%w: %w", ErrMaybeSent, err)
+		}
 		return retryable(err), fmt.Errorf("smtp %s:%d: %w", s.opts.Host, s.opts.Port, err)
 	}
 	return false, nil
+}
+
+// ErrMaybeSent marks a send whose outcome is unknown: the whole message was
+// written, and no reply to it came (a timeout, a dropped connection, a
+// cancelled context). RFC 5321 gives a server 10 minutes for that reply; a
+// server that took longer than smtp.timeout has often delivered the message.
+var ErrMaybeSent = errors.New("no reply after the message was sent; it may have been delivered")
+
+// maybeSent reports a failure of the final step of DATA (the "." and its
+// reply) that is not a reply: the server may have accepted the message. A
+// 4xx or 5xx reply there is an answer, and a failure before it (connection,
+// MAIL, RCPT, DATA command, writing the body) means the server never had
+// the whole message.
+func maybeSent(err error) bool {
+	var se *gomail.SendError
+	if !errors.As(err, &se) || se.Reason != gomail.ErrSMTPDataClose {
+		return false
+	}
+	return se.ErrorCode() == 0
 }
 
 // retryable classifies an SMTP failure: permanent (5xx) failures are not

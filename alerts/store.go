@@ -10,13 +10,41 @@ import (
 )
 
 // States a crossing goes through. Every change is a new row in the
-// crossings table; the latest version is the state.
+// crossings table; the row of highest rank (its version, see Rank) is the
+// state. The protocol that moves them is described at Sweeper.deliver.
 const (
 	StateDetected = "detected" // recorded, not sent yet (or to be retried)
-	StateClaimed  = "claimed"  // a sweeper holds its claim and is sending
-	StateSent     = "sent"     // the SMTP server (or the outbox) accepted it
-	StateFailed   = "failed"   // gave up after the retry limit; kept, counted, logged
+	StateClaimed  = "claimed"  // a sweeper held its claim and was sending (still so if it died)
+	// StateUnconfirmed: the message was sent whole and no reply came (see
+	// ErrMaybeSent): it is sent once more, same Message-ID, and no more.
+	StateUnconfirmed = "unconfirmed"
+	StateSent        = "sent"   // the SMTP server (or the outbox) accepted it
+	StateFailed      = "failed" // gave up: refused, out of attempts, or its template fails
 )
+
+// Rank is a crossing row's version: the order of the protocol's steps, not
+// of anyone's clock. Sent outranks everything and failed everything else,
+// whoever wrote them and whenever; among the steps before, each attempt
+// outranks the one before it, and within one attempt the claim outranks the
+// row it was claimed from. The table is a ReplacingMergeTree on this
+// version, so a merge keeps exactly the row that is the state.
+//
+// Versions written before ranks (a replica's wall clock in nanoseconds) are
+// below 1<<61 until 2043: every ranked row outranks them. Sweepers of both
+// kinds must not run at once (upgrade them together).
+func Rank(state string, attempts uint32) uint64 {
+	switch state {
+	case StateSent:
+		return 3 << 61
+	case StateFailed:
+		return 2 << 61
+	}
+	r := uint64(1)<<61 | uint64(attempts)<<1
+	if state == StateClaimed {
+		r |= 1
+	}
+	return r
+}
 
 // Row is one version of a crossing.
 type Row struct {
@@ -269,7 +297,8 @@ func (s *Store) Series(ctx context.Context, r *Rule, site, path string, from, to
 
 const rowColumns = "key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated"
 
-// Write appends crossing versions.
+// Write appends crossing versions, each ranked by its state (Rank; the
+// rows' Version is not read).
 func (s *Store) Write(ctx context.Context, rows []Row) error {
 	if len(rows) == 0 {
 		return nil
@@ -277,7 +306,7 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 	vals := make([][]any, len(rows))
 	for i, r := range rows {
 		vals[i] = []any{r.Key(), r.Rule, r.Site, r.Path, r.WindowStart, uint64(r.Threshold), uint64(r.Count), r.State,
-			r.Version, r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated}
+			Rank(r.State, r.Attempts), r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated}
 	}
 	if err := s.db.InsertRows(ctx, s.dbName+".crossings", rowColumns, vals); err != nil {
 		return fmt.Errorf("write crossings: %w", err)
@@ -333,7 +362,18 @@ func (s *Store) Latest(ctx context.Context, keys []string) (map[string]Row, erro
 // Pending returns the crossings not sent yet (detected, or claimed by a
 // sweeper that may have died), oldest first.
 func (s *Store) Pending(ctx context.Context) ([]Row, error) {
-	return s.latest(ctx, "", " HAVING argMax(state, version) IN ('"+StateDetected+"', '"+StateClaimed+"')")
+	return s.latest(ctx, "", " HAVING argMax(state, version) IN ('"+StateDetected+"', '"+StateClaimed+"', '"+StateUnconfirmed+"')")
+}
+
+// Now is the store's clock. Every time a sweep decides by (what the scan of
+// hits_touched covers, when a retry is due) is read from it: hits_touched's
+// ingested is the server's clock, and replicas' clocks may be hours apart.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.db.Select(ctx, "SELECT now()", nil, func(scan func(...any) error) error { return scan(&now) }); err != nil {
+		return time.Time{}, fmt.Errorf("read the store's clock: %w", err)
+	}
+	return now, nil
 }
 
 // Watermark is where the last sweep stopped reading hits_touched.

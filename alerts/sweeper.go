@@ -24,7 +24,16 @@ type Options struct {
 	DryRun       bool          // detect and report, change nothing
 	Logger       *slog.Logger
 	Metrics      *Metrics
-	Now          func() time.Time
+	// Now is this replica's clock: only the Date header of messages is
+	// read from it. Every decision by time reads the store's clock
+	// (Store.Now), so replicas whose clocks disagree still agree.
+	Now func() time.Time
+	// MarkTimeout bounds recording a send's outcome once the message is
+	// out: it goes on after the sweep's context is cancelled (a SIGTERM
+	// between the server's acceptance and the mark), for at most this long [30s].
+	MarkTimeout time.Duration
+	// Clock is the time decisions are made by [Store.Now]: tests move it.
+	Clock func(context.Context) (time.Time, error)
 	// MaxTouched is how many touched (page, minute) pairs one pass reads and
 	// counts [5000]. A bigger backlog is read over several passes (Result.More)
 	// before the watermark moves, so what a pass holds in memory, and how long
@@ -43,7 +52,6 @@ type Sweeper struct {
 	claims Claimer
 	sender Sender
 	o      Options
-	last   uint64 // last version written, to keep versions strictly increasing
 	round  *round // the scan the next pass continues, nil when it starts one
 }
 
@@ -64,6 +72,12 @@ type round struct {
 func NewSweeper(store *Store, rules []*Rule, claims Claimer, sender Sender, o Options) *Sweeper {
 	if o.Lateness <= 0 {
 		o.Lateness = 10 * time.Minute
+	}
+	// ingested is cut to the minute: a round reaching back less than a
+	// minute before the watermark would miss rows of the minute it ends in.
+	o.Lateness = max(o.Lateness, time.Minute)
+	if o.MarkTimeout <= 0 {
+		o.MarkTimeout = 30 * time.Second
 	}
 	if o.Lease <= 0 {
 		o.Lease = 2 * time.Minute
@@ -89,6 +103,9 @@ func NewSweeper(store *Store, rules []*Rule, claims Claimer, sender Sender, o Op
 	if o.Fault == nil {
 		o.Fault = func(string) {}
 	}
+	if o.Clock == nil {
+		o.Clock = store.Now
+	}
 	return &Sweeper{store: store, rules: rules, claims: claims, sender: sender, o: o}
 }
 
@@ -112,15 +129,6 @@ func retryAfter(attempts uint32) time.Duration {
 	return min(d, time.Hour)
 }
 
-func (s *Sweeper) version() uint64 {
-	v := uint64(s.o.Now().UnixNano())
-	if v <= s.last {
-		v = s.last + 1
-	}
-	s.last = v
-	return v
-}
-
 // Sweep runs one pass: detect crossings among the next MaxTouched pages
 // touched since the last watermark (minus the allowed lateness), record the
 // new ones, then claim, re-check, send and mark each pending one. The pass
@@ -137,9 +145,13 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		return s.dryRun(ctx)
 	}
 	var res Result
-	t0 := s.o.Now()
+	t0 := time.Now()
+	now, err := s.o.Clock(ctx)
+	if err != nil {
+		return res, err
+	}
 	if s.round == nil {
-		rd, err := s.newRound(ctx, t0)
+		rd, err := s.newRound(ctx, now)
 		if err != nil {
 			return res, err
 		}
@@ -154,7 +166,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	fresh, err := s.unrecorded(ctx, found, nil)
+	fresh, err := s.unrecorded(ctx, found, nil, now)
 	if err != nil {
 		return res, err
 	}
@@ -173,7 +185,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	groups := s.plan(pending)
+	groups := s.plan(pending, now)
 	attempted := 0
 	for _, g := range groups {
 		if ctx.Err() != nil {
@@ -184,7 +196,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			break
 		}
 		attempted += len(g)
-		sent, failed, err := s.deliver(ctx, g)
+		sent, failed, err := s.deliver(ctx, g, now)
 		if err != nil {
 			return res, err
 		}
@@ -201,18 +213,22 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	} else {
 		res.More = true
 	}
-	s.o.Metrics.sweep(s.o.Now().Sub(t0))
+	s.o.Metrics.sweep(time.Since(t0))
 	return res, nil
 }
 
-// newRound starts a scan at the watermark, less the lateness, up to now.
+// newRound starts a scan at the watermark, less the lateness, up to now (the
+// store's clock, which also wrote ingested). A watermark ahead of now (left
+// by a sweeper of an older version whose clock ran ahead, and kept by
+// max()) is read as now: otherwise every sweep would miss new hits until
+// real time caught up with it.
 func (s *Sweeper) newRound(ctx context.Context, now time.Time) (*round, error) {
 	wm, ok, err := s.store.Watermark(ctx)
 	if err != nil {
 		return nil, err
 	}
 	lo := now.Add(-s.o.Lateness)
-	if ok {
+	if ok && wm.Before(now) {
 		lo = wm.Add(-s.o.Lateness)
 	}
 	return &round{lo: lo, hi: now}, nil
@@ -222,7 +238,11 @@ func (s *Sweeper) newRound(ctx context.Context, now time.Time) (*round, error) {
 // in one call (a dry run is a one-off report), and changes nothing.
 func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
 	var res Result
-	rd, err := s.newRound(ctx, s.o.Now())
+	now, err := s.o.Clock(ctx)
+	if err != nil {
+		return res, err
+	}
+	rd, err := s.newRound(ctx, now)
 	if err != nil {
 		return res, err
 	}
@@ -236,7 +256,7 @@ func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		fresh, err := s.unrecorded(ctx, found, seen)
+		fresh, err := s.unrecorded(ctx, found, seen, now)
 		if err != nil {
 			return res, err
 		}
@@ -252,8 +272,10 @@ func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
 }
 
 // unrecorded returns the crossings of found that the state table does not
-// have yet (nor seen, when given), as rows ready to write.
-func (s *Sweeper) unrecorded(ctx context.Context, found []Row, seen map[string]bool) ([]Row, error) {
+// have yet (nor seen, when given), as rows ready to write. Two replicas may
+// both find one new and both write it: the rows are the same but for owner
+// and time, rank alike, and a merge keeps one.
+func (s *Sweeper) unrecorded(ctx context.Context, found []Row, seen map[string]bool, now time.Time) ([]Row, error) {
 	keys := make([]string, len(found))
 	for i := range found {
 		keys[i] = found[i].Key()
@@ -271,7 +293,7 @@ func (s *Sweeper) unrecorded(ctx context.Context, found []Row, seen map[string]b
 		if seen != nil {
 			seen[k] = true
 		}
-		r.State, r.Version, r.Owner, r.MsgID, r.Updated = StateDetected, s.version(), s.o.Owner, r.MessageID(domainOf(s.o.From)), s.o.Now()
+		r.State, r.Owner, r.MsgID, r.Updated = StateDetected, s.o.Owner, r.MessageID(domainOf(s.o.From)), now
 		fresh = append(fresh, r)
 	}
 	return fresh, nil
@@ -286,19 +308,45 @@ func (s *Sweeper) rule(name string) *Rule {
 	return nil
 }
 
+// due reports whether a pending crossing may be tried now: not while it
+// backs off after a failed send (by the store's clock, which wrote Updated).
+func due(row Row, now time.Time) bool {
+	return row.State == StateClaimed || row.Attempts == 0 || !now.Before(row.Updated.Add(retryAfter(row.Attempts)))
+}
+
+// isDigestID tells a digest's Message-ID from a crossing's.
+func isDigestID(id string) bool { return strings.HasPrefix(id, "<hitcount.digest.") }
+
 // plan groups the crossings due now into messages: one each, or, when more
 // than DigestAfter wait for the same recipients, digests of up to
-// MaxCrossings. Crossings backing off after a failed send wait.
-func (s *Sweeper) plan(pending []Row) [][]Row {
+// MaxCrossings. Crossings backing off after a failed send wait. A message
+// that may have gone out (claimed by a sweeper that died, or unconfirmed) is
+// sent again as it was: a digest's crossings together under its
+// Message-ID, whatever else is pending, so the receiving side can drop the
+// copy.
+func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	byRecipients := map[string][]Row{}
 	var order []string
+	again := map[string][]Row{}
+	var againOrder []string
+	orphans := 0
 	for _, row := range pending {
-		if row.State == StateDetected && row.Attempts > 0 && s.o.Now().Before(row.Updated.Add(retryAfter(row.Attempts))) {
+		if !due(row, now) {
 			continue
 		}
 		r := s.rule(row.Rule)
 		if r == nil {
-			s.o.Logger.Warn("crossing of a rule no longer configured: left pending", "rule", row.Rule, "page", row.Site+row.Path)
+			// Left pending, not failed: a replica deployed with the rule
+			// renamed must not fail the crossings of the others, which
+			// still have it. Counted and logged once per pass.
+			orphans++
+			continue
+		}
+		if row.State != StateDetected && isDigestID(row.MsgID) {
+			if _, ok := again[row.MsgID]; !ok {
+				againOrder = append(againOrder, row.MsgID)
+			}
+			again[row.MsgID] = append(again[row.MsgID], row)
 			continue
 		}
 		to := append([]string(nil), r.To...)
@@ -309,7 +357,14 @@ func (s *Sweeper) plan(pending []Row) [][]Row {
 		}
 		byRecipients[k] = append(byRecipients[k], row)
 	}
+	s.o.Metrics.orphaned(orphans)
+	if orphans > 0 {
+		s.o.Logger.Warn("crossings of rules no longer configured are left pending (see the README: Rules removed or renamed)", "crossings", orphans)
+	}
 	var out [][]Row
+	for _, id := range againOrder {
+		out = append(out, again[id])
+	}
 	for _, k := range order {
 		rows := byRecipients[k]
 		if len(rows) <= s.o.DigestAfter {
@@ -333,37 +388,47 @@ type held struct {
 }
 
 // deliver claims, re-checks, sends and marks one message's crossings.
-func (s *Sweeper) deliver(ctx context.Context, rows []Row) (sent, failed int, err error) {
+//
+// The protocol, for each crossing. Rows are only ever added; the state is the
+// row of highest rank (Rank), so a step can never be undone by a row that
+// a slower or skewed replica writes later:
+//
+//	detected(n) ─claim, re-read─▶ claimed(n) ─accepted─────────────▶ sent (final)
+//	     ▲                            │ ├─refused (5xx), attempts used,
+//	     │                            │ │ template fails ──────────▶ failed (final)
+//	     └── 4xx, unreachable ────────┘ └─no reply after the whole message
+//	         (detected(n+1), backoff)       ─▶ unconfirmed(n+1): sent once more,
+//	                                            then sent or failed
+//
+// A claimed(n) whose sweeper died stays pending and is claimed again (the
+// re-send of the one window below). Under the claim, the crossing's state is
+// read again before anything is written or sent: whatever another replica
+// recorded before it released its claim is seen, so a crossing is sent again
+// only if its last sender died (or lost its claim) between the server's
+// acceptance and the mark: the documented window. The mark that follows an
+// accepted send is written even when the context is cancelled (bounded by
+// MarkTimeout) and even when the claim has lapsed meanwhile: the message is
+// out, and sent outranks whatever the successor writes.
+func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent, failed int, err error) {
 	var mine []held
-	var claimedRows []Row
 	for _, row := range rows {
 		claim, ok, err := s.claims.Claim(ctx, row.Key(), s.o.Lease)
 		if err != nil {
+			s.release(ctx, mine)
 			return 0, 0, fmt.Errorf("claim %s: %w", row.Key(), err)
 		}
 		s.o.Metrics.claim(ok)
-		if !ok {
-			continue
+		if ok {
+			mine = append(mine, held{row, claim})
 		}
-		c := row
-		c.State, c.Version, c.Owner, c.Fencing, c.Updated = StateClaimed, s.version(), s.o.Owner, claim.Token, s.o.Now()
-		mine = append(mine, held{c, claim})
-		claimedRows = append(claimedRows, c)
 	}
-	defer func() {
-		for _, h := range mine {
-			s.claims.Release(context.WithoutCancel(ctx), h.row.Key(), h.claim)
-		}
-	}()
+	defer s.release(ctx, mine)
 	if len(mine) == 0 {
 		return 0, 0, nil
 	}
-	if err := s.store.Write(ctx, claimedRows); err != nil {
-		return 0, 0, err
-	}
-	s.o.Fault("claimed")
 
-	// Re-check just before sending: still unsent, and the claims still ours.
+	// Re-read under the claims: the pending list is as old as the pass,
+	// and another replica may have sent (or tried) since.
 	keys := make([]string, len(mine))
 	for i, h := range mine {
 		keys[i] = h.row.Key()
@@ -372,60 +437,114 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row) (sent, failed int, er
 	if err != nil {
 		return 0, 0, err
 	}
-	live := mine[:0]
+	var live []held
 	for _, h := range mine {
-		if cur := latest[h.row.Key()]; cur.State == StateSent || cur.State == StateFailed {
+		cur, ok := latest[h.row.Key()]
+		if !ok || cur.State == StateSent || cur.State == StateFailed || !due(cur, now) {
 			continue
 		}
-		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
-			return 0, 0, err
-		} else if !valid {
-			s.o.Logger.Warn("claim lost before sending; another sweeper will send it", "page", h.row.Site+h.row.Path)
-			continue
-		}
+		h.row = cur
 		live = append(live, h)
 	}
 	if len(live) == 0 {
 		return 0, 0, nil
 	}
 	msg, err := s.message(ctx, live)
+	var tmplErr *templateError
+	if errors.As(err, &tmplErr) {
+		// The rule's template fails on this crossing: no retry can fix it,
+		// and it must not stop the sweep. Failed, with the reason.
+		s.o.Logger.Error("not sending a crossing: its rule's template fails", "rule", tmplErr.rule, "page", clip(live[0].row.Site+live[0].row.Path), "err", err)
+		marks := make([]Row, len(live))
+		for i, h := range live {
+			marks[i] = h.row
+			marks[i].State, marks[i].Error, marks[i].Owner, marks[i].Updated = StateFailed, clipErr(err), s.o.Owner, now
+			s.o.Metrics.failed()
+		}
+		return 0, len(marks), s.store.Write(ctx, marks)
+	}
 	if err != nil {
 		return 0, 0, err
 	}
+	claimed := make([]Row, len(live))
+	for i := range live {
+		c := &live[i].row
+		c.State, c.Owner, c.Fencing, c.MsgID, c.Updated = StateClaimed, s.o.Owner, live[i].claim.Token, msg.ID, now
+		claimed[i] = *c
+	}
+	if err := s.store.Write(ctx, claimed); err != nil {
+		return 0, 0, err
+	}
+	s.o.Fault("claimed")
+	// The claims must still be ours, with time left for the send (whose
+	// every step smtp.timeout bounds) and the mark: a claim that lapses
+	// mid-send lets a successor send too.
+	for _, h := range live {
+		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
+			return 0, 0, err
+		} else if !valid {
+			s.o.Logger.Warn("claim lost before sending; another sweeper will send it", "page", clip(h.row.Site+h.row.Path))
+			return 0, 0, nil
+		}
+	}
+
 	retry, sendErr := s.sender.Send(ctx, msg)
 	if sendErr == nil {
 		s.o.Fault("sent")
 	}
+	// From here on the outcome is recorded whatever happens to ctx.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.MarkTimeout)
+	defer cancel()
+	maybe := errors.Is(sendErr, ErrMaybeSent)
 	var marks []Row
 	for _, h := range live {
-		// Marking checks the fencing token: a claim that expired while
-		// sending (a paused process) must not overwrite its successor's record.
-		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
-			return 0, 0, err
-		} else if !valid {
-			s.o.Logger.Warn("claim expired while sending; not marking", "page", h.row.Site+h.row.Path, "sent", sendErr == nil)
-			continue
-		}
 		mark := h.row
-		mark.Version, mark.Updated = s.version(), s.o.Now()
+		mark.Updated = now
 		switch {
 		case sendErr == nil:
 			mark.State, mark.Error = StateSent, ""
 			s.o.Metrics.sent()
 			sent++
+			marks = append(marks, mark)
+			continue
+		case maybe && wasUnconfirmed(h.row):
+			// The second send without an answer: no third.
+			mark.State, mark.Attempts, mark.Error = StateFailed, mark.Attempts+1, "sent twice without a reply; it may have arrived: "+sendErr.Error()
+			s.o.Logger.Error("giving up on a crossing's email: no reply twice (it may have arrived)", "page", clip(mark.Site+mark.Path), "err", sendErr)
+			s.o.Metrics.failed()
+			failed++
+		case maybe:
+			mark.State, mark.Attempts, mark.Error = StateUnconfirmed, mark.Attempts+1, sendErr.Error()
+			s.o.Logger.Warn("no reply after sending; it will be sent once more with the same Message-ID", "page", clip(mark.Site+mark.Path), "err", sendErr)
+			s.o.Metrics.retried()
 		case !retry || mark.Attempts+1 >= s.o.MaxAttempts:
 			mark.State, mark.Attempts, mark.Error = StateFailed, mark.Attempts+1, sendErr.Error()
-			s.o.Logger.Error("giving up on a crossing's email", "page", mark.Site+mark.Path, "attempts", mark.Attempts, "err", sendErr)
+			s.o.Logger.Error("giving up on a crossing's email", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.failed()
 			failed++
 		default:
 			mark.State, mark.Attempts, mark.Error = StateDetected, mark.Attempts+1, sendErr.Error()
-			s.o.Logger.Warn("sending failed; will retry", "page", mark.Site+mark.Path, "attempts", mark.Attempts, "err", sendErr)
+			if wasUnconfirmed(h.row) {
+				// Its first send may still have arrived: the next is its one
+				// re-send, as the same message.
+				mark.State, mark.Error = StateUnconfirmed, ErrMaybeSent.Error()+"; then: "+sendErr.Error()
+			} else {
+				// Not sent: the next try is a new message, and may join a
+				// new digest under that digest's id.
+				mark.MsgID = h.row.MessageID(domainOf(s.o.From))
+			}
+			s.o.Logger.Warn("sending failed; will retry", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.retried()
+		}
+		// A failure is recorded only under a live claim: a claim lost
+		// while sending belongs to a successor, whose own record counts.
+		if valid, err := s.claims.Valid(mctx, h.row.Key(), h.claim); err != nil || !valid {
+			s.o.Logger.Warn("claim lost while sending; the failure is not recorded", "page", clip(mark.Site+mark.Path), "err", err)
+			continue
 		}
 		marks = append(marks, mark)
 	}
-	if err := s.store.Write(ctx, marks); err != nil {
+	if err := s.store.Write(mctx, marks); err != nil {
 		return 0, 0, err
 	}
 	if sent > 0 {
@@ -433,6 +552,33 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row) (sent, failed int, er
 	}
 	return sent, failed, nil
 }
+
+// wasUnconfirmed: a send of the crossing had no answer, so the next is its
+// one re-send. The error recorded then says so, and is carried by every row
+// after it (the claim copies it; a refused re-send keeps it).
+func wasUnconfirmed(row Row) bool {
+	return strings.Contains(row.Error, ErrMaybeSent.Error())
+}
+
+// release drops the claims, even when ctx is done.
+func (s *Sweeper) release(ctx context.Context, mine []held) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.MarkTimeout)
+	defer cancel()
+	for _, h := range mine {
+		if err := s.claims.Release(rctx, h.row.Key(), h.claim); err != nil {
+			s.o.Logger.Warn("cannot release a claim; it lapses with its lease", "page", clip(h.row.Site+h.row.Path), "err", err)
+		}
+	}
+}
+
+// templateError is a rule's template failing on a crossing.
+type templateError struct {
+	rule string
+	err  error
+}
+
+func (e *templateError) Error() string { return fmt.Sprintf("rule %s: %v", e.rule, e.err) }
+func (e *templateError) Unwrap() error { return e.err }
 
 // view is what templates see.
 type view struct {
@@ -446,7 +592,7 @@ type view struct {
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
-	if len(live) > 1 {
+	if row := live[0].row; len(live) > 1 || (row.State != StateDetected && isDigestID(row.MsgID)) {
 		return s.digest(live)
 	}
 	row := live[0].row
@@ -478,13 +624,13 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 	}
 	var subj, text, html bytes.Buffer
 	if err := r.Subject.Execute(&subj, v); err != nil {
-		return nil, fmt.Errorf("rule %s: subject: %w", r.Name, err)
+		return nil, &templateError{r.Name, fmt.Errorf("subject: %w", err)}
 	}
 	if err := r.Text.Execute(&text, v); err != nil {
-		return nil, fmt.Errorf("rule %s: text: %w", r.Name, err)
+		return nil, &templateError{r.Name, fmt.Errorf("text: %w", err)}
 	}
 	if err := r.HTML.Execute(&html, v); err != nil { // html/template escapes page text
-		return nil, fmt.Errorf("rule %s: html: %w", r.Name, err)
+		return nil, &templateError{r.Name, fmt.Errorf("html: %w", err)}
 	}
 	return &Message{
 		ID: row.MsgID, Key: row.Key(), From: s.o.From, To: r.To,
@@ -498,7 +644,9 @@ var digestHTML = htmltemplate.Must(htmltemplate.New("digest").Parse(`<p>{{len .}
 {{end}}</table>`))
 
 // digest is one message for many crossings to the same recipients. Its
-// Message-ID is derived from the crossings it carries.
+// Message-ID is derived from the crossings it carries, or is the one a
+// previous send of it recorded (plan regroups such a digest): the set that
+// passes the re-check may differ from the one sent before, the id must not.
 func (s *Sweeper) digest(live []held) (*Message, error) {
 	rows := make([]Row, len(live))
 	keys := make([]string, len(live))
@@ -507,6 +655,11 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 	}
 	sort.Strings(keys)
 	id := Crossing{Rule: "digest", Subject: strings.Join(keys, ",")}.Key()
+	msgID := "<hitcount.digest." + id + "@" + domainOf(s.o.From) + ">"
+	if prev := rows[0].MsgID; rows[0].State != StateDetected && isDigestID(prev) {
+		msgID = prev
+		id, _, _ = strings.Cut(strings.TrimPrefix(prev, "<hitcount.digest."), "@")
+	}
 	var text, html bytes.Buffer
 	fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
 	var pages []string
@@ -518,7 +671,7 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 		return nil, fmt.Errorf("digest: %w", err)
 	}
 	return &Message{
-		ID: "<hitcount.digest." + id + "@" + domainOf(s.o.From) + ">", Key: "digest-" + id, From: s.o.From,
+		ID: msgID, Key: "digest-" + id, From: s.o.From,
 		To: s.rule(rows[0].Rule).To, Subject: fmt.Sprintf("[hitcount] %d pages passed their thresholds: %s", len(rows), strings.Join(pages, ", ")),
 		Text: text.String(), HTML: html.String(), Date: s.o.Now(),
 	}, nil

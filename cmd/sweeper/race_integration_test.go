@@ -8,8 +8,7 @@ package main
 // in the mailbox exactly once. Each run logs how many crossings got 0, 1, 2
 // and 3+ emails, and the seed of its randomness.
 //
-//	HITCOUNT_SWEEP_RACE=1          also run the cases that fail until issue 15 is fixed
-//	HITCOUNT_SWEEP_RACE_N=200      crossings per round
+//	HITCOUNT_SWEEP_RACE_N=100      crossings per round (two rounds: 200 in all, in CI)
 //	HITCOUNT_SWEEP_RACE_ROUNDS=2   rounds (then one more tick with nothing new)
 //	HITCOUNT_SWEEP_RACE_SEED=N     the seed: database name, order the barrier releases replicas in
 //
@@ -55,27 +54,12 @@ import (
 )
 
 const (
-	raceGateEnv = "HITCOUNT_SWEEP_RACE"
-	raceSite    = "www.example.com"
-	raceRule    = "race"
-	raceHits    = 10 // hits per page: the rule's one milestone, so one crossing per page
-	raceK       = 3  // replicas
-	raceRoot    = "/hitcount/race"
+	raceSite = "www.example.com"
+	raceRule = "race"
+	raceHits = 10 // hits per page: the rule's one milestone, so one crossing per page
+	raceK    = 3  // replicas
+	raceRoot = "/hitcount/race"
 )
-
-// requireIssue15Fix is the one skip this harness allows. The cases behind it
-// reproduce the duplicate sends of issue 15 (and, with keepermap claims, the
-// key check that refuses most crossing keys) and fail until the claim
-// protocol is fixed, which is the next step; until then they would keep CI
-// red on a known bug, so they run only with HITCOUNT_SWEEP_RACE=1. The fix
-// removes this function and its calls, and CI runs them from then on. The
-// cases that hold today never call it.
-func requireIssue15Fix(t *testing.T) {
-	t.Helper()
-	if os.Getenv(raceGateEnv) != "1" {
-		t.Skipf("issue 15: sweeper replicas send crossings more than once until the claim protocol is fixed; %s=1 runs this reproduction (it fails today)", raceGateEnv)
-	}
-}
 
 // raceParams are a run's sizes and seed.
 type raceParams struct {
@@ -85,7 +69,7 @@ type raceParams struct {
 
 func raceParamsFromEnv(t *testing.T) raceParams {
 	t.Helper()
-	p := raceParams{n: 200, rounds: 2, seed: uint64(time.Now().UnixNano())}
+	p := raceParams{n: 100, rounds: 2, seed: uint64(time.Now().UnixNano())}
 	for _, v := range []struct {
 		env string
 		dst *int
@@ -820,7 +804,6 @@ func TestReplicasRacingOnceRuns(t *testing.T) {
 	// keeper: ClickHouse 18.16 and ZooKeeper, K -once processes per tick.
 	// Fails today (issue 15).
 	t.Run("keeper", func(t *testing.T) {
-		requireIssue15Fix(t)
 		h := newRaceHarness(t)
 		cfgs, _, _ := keeperSetup(t, h, "1m")
 		var reps []replica
@@ -836,7 +819,6 @@ func TestReplicasRacingOnceRuns(t *testing.T) {
 	// each a fresh sweeper per tick as a -once run is. Fails today (issue 15;
 	// and the claims refuse crossing keys that start with a digit).
 	t.Run("keepermap", func(t *testing.T) {
-		requireIssue15Fix(t)
 		h := newRaceHarness(t)
 		h.onceRounds(keeperMapReplicas(t, h, 0), false, nil)
 		h.verify("keepermap, 3 replicas on one ClickHouse 26, one sweep each per tick")
@@ -849,7 +831,6 @@ func TestReplicasRacingOnceRuns(t *testing.T) {
 // Fails today (issue 15).
 func TestReplicasRacingServices(t *testing.T) {
 	t.Run("keeper", func(t *testing.T) {
-		requireIssue15Fix(t)
 		h := newRaceHarness(t)
 		cfgs, _, _ := keeperSetup(t, h, "1s")
 		var reps []replica
@@ -869,7 +850,6 @@ func TestReplicasRacingServices(t *testing.T) {
 		h.verify("keeper, 3 services without the elector, every 1s")
 	})
 	t.Run("keepermap", func(t *testing.T) {
-		requireIssue15Fix(t)
 		h := newRaceHarness(t)
 		h.checkExits("stop", h.serviceRounds(keeperMapReplicas(t, h, time.Second)), nil)
 		h.verify("keepermap, 3 services on one ClickHouse 26, every 1s")
@@ -910,7 +890,6 @@ func skewedSetup(t *testing.T, h *raceHarness, offset time.Duration) []replica {
 func TestReplicasClockSkew(t *testing.T) {
 	for _, offset := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skewName(offset), func(t *testing.T) {
-			requireIssue15Fix(t)
 			h := newRaceHarness(t)
 			h.onceRounds(skewedSetup(t, h, offset), false, nil)
 			h.verify(fmt.Sprintf("keeper, -once x3 per tick, one replica's clock %s", skewName(offset)))
@@ -926,7 +905,6 @@ func TestReplicasClockSkewInTurn(t *testing.T) {
 	for _, offset := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skewName(offset), func(t *testing.T) {
 			if offset > 0 {
-				requireIssue15Fix(t)
 			}
 			h := newRaceHarness(t)
 			h.onceRounds(skewedSetup(t, h, offset), true, nil)

@@ -32,6 +32,9 @@ type Sweep struct {
 
 	mu      sync.Mutex
 	lastErr error
+	// busy counts the sweeps running: Run returns only once they have
+	// recorded what they sent (a sweep's marks outlive its context).
+	busy sync.WaitGroup
 }
 
 // NewSweep wires the configuration's rules, claims and transport to b. With
@@ -149,6 +152,8 @@ func (s *Sweep) Run(ctx context.Context) error {
 	// wait for the following tick instead of overlapping it.
 	_, err = sched.NewJob(gocron.DurationJob(s.every),
 		gocron.NewTask(func(jobCtx context.Context) {
+			s.busy.Add(1)
+			defer s.busy.Done()
 			err := s.passes(jobCtx, false, nil)
 			s.mu.Lock()
 			s.lastErr = err
@@ -166,7 +171,12 @@ func (s *Sweep) Run(ctx context.Context) error {
 	s.log.Info("sweeping", "every", s.every, "rules", s.rules)
 	sched.Start()
 	<-ctx.Done()
-	return sched.Shutdown()
+	err = sched.Shutdown()
+	// gocron stops waiting for a job after its stop timeout; a sweep
+	// cancelled mid-send still writes its marks (bounded by the sweeper's
+	// MarkTimeout) and must not be cut off by the process exiting.
+	s.busy.Wait()
+	return err
 }
 
 // Once sweeps until no work is left over; with dryRun it prints what would
