@@ -17,11 +17,6 @@ func (c *Config) Warnings() Errors {
 	if c.Sweep.Claims == "keeper" && c.Keeper != nil && c.Keeper.Username == "" {
 		ws = append(ws, c.problem("keeper", "no username: claim nodes are world-writable, so anyone who reaches the ensemble can delete or forge claims (duplicate or lost alerts); set keeper.username and keeper.password_env or password_file"))
 	}
-	if k, s := c.Keeper, c.SMTP; c.Sweep.Claims == "keeper" && k != nil && s != nil && k.SessionTimeout.Duration < 2*s.Timeout.Duration {
-		ws = append(ws, c.problem("keeper.session_timeout", fmt.Sprintf(
-			"%v is under 2 x smtp.timeout (%v): with claims: keeper the claim lasts as long as the keeper session, and a sweeper cut off from the ensemble loses it session_timeout after its last contact, while a delivery may still run for two smtp.timeout phases after its last check of the claim (DATA, then the reply); another replica can then send the same crossing. Set keeper.session_timeout to at least %v (the ensemble caps it: ZooKeeper at 20 x tickTime, 40s by default) or lower smtp.timeout",
-			k.SessionTimeout.Duration, s.Timeout.Duration, 2*s.Timeout.Duration)))
-	}
 	if es, ok := ws.sorted().(Errors); ok {
 		return es
 	}
