@@ -25,7 +25,7 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	}
 	defer b.Close()
 	reg := ops.Registry()
-	s, err := service.NewSweep(ctx, cfg, b, log, reg, m.dryRun)
+	s, err := service.NewSweep(ctx, cfg, b, log, reg, m.dryRun, pauseAtHook(log)...)
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/service"
 )
 
@@ -33,4 +36,28 @@ func sweepWithoutElector(s *service.Sweep, every time.Duration, log *slog.Logger
 			}
 		}
 	}
+}
+
+// pauseAtEnv names a test hook, not an operator setting: with
+// HITCOUNT_TEST_PAUSE_AT=STEP:DURATION (a step of alerts.Options.Fault, e.g.
+// sent:3s) the sweeper sleeps that long after the step, so a test can stop
+// it there: a SIGTERM between the SMTP server's acceptance and the mark
+// (stop_integration_test.go).
+const pauseAtEnv = "HITCOUNT_TEST_PAUSE_AT"
+
+func pauseAtHook(log *slog.Logger) []func(*alerts.Options) {
+	step, d, ok := strings.Cut(os.Getenv(pauseAtEnv), ":")
+	pause, err := time.ParseDuration(d)
+	if !ok || err != nil {
+		return nil
+	}
+	log.Warn(pauseAtEnv + " is set: pausing at a step of sending (a test hook, not for production)")
+	return []func(*alerts.Options){func(o *alerts.Options) {
+		o.Fault = func(at string) {
+			if at == step {
+				log.Info("test hook: paused", "step", step, "for", pause)
+				time.Sleep(pause)
+			}
+		}
+	}}
 }

@@ -39,7 +39,8 @@ type Sweep struct {
 
 // NewSweep wires the configuration's rules, claims and transport to b. With
 // dryRun it takes no claims and changes nothing. Close releases the claims.
-func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *slog.Logger, reg prometheus.Registerer, dryRun bool) (*Sweep, error) {
+// tune, if any, adjust the sweeper's options last (tests' fault hooks).
+func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *slog.Logger, reg prometheus.Registerer, dryRun bool, tune ...func(*alerts.Options)) (*Sweep, error) {
 	rules, err := alerts.CompileRules(cfg.Rules)
 	if err != nil {
 		return nil, err
@@ -105,10 +106,14 @@ func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *
 				alerts.ErrAnotherSweeper, strings.Join(others, ", "), b.Database())
 		}
 	}
-	s.sw = alerts.NewSweeper(store, rules, claims, sender, alerts.Options{
+	o := alerts.Options{
 		Lateness: cfg.Sweep.Lateness.Duration, Lease: cfg.Sweep.Lease.Duration, MaxCrossings: cfg.Sweep.MaxCrossings,
 		DigestAfter: cfg.Sweep.DigestAfter, From: from, Owner: owner, DryRun: dryRun, Logger: log, Metrics: alerts.NewMetrics(reg),
-	})
+	}
+	for _, f := range tune {
+		f(&o)
+	}
+	s.sw = alerts.NewSweeper(store, rules, claims, sender, o)
 	return s, nil
 }
 
