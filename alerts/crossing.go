@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,6 +27,22 @@ func (c Crossing) Key() string {
 		fmt.Fprintf(h, "%d:%s", len(part), part)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// PageSubject is the Subject of a crossing on a page: the site and the path
+// as one string. Written plainly (site + path) when that is unambiguous: the
+// site has no '/' and the path starts with one, so the first '/' is where
+// the path begins (every key recorded before this function existed was of
+// this form, and keeps its value). Otherwise, a request line such as
+// "GET m/x" on site "example.co" would make the key of "/x" on site
+// "example.com": a crossing recorded there first would hide the real one.
+// Such pages are written with the site's length first, after a NUL no plain
+// form starts with.
+func PageSubject(site, path string) string {
+	if !strings.Contains(site, "/") && strings.HasPrefix(path, "/") && !strings.HasPrefix(site, "\x00") {
+		return site + path
+	}
+	return "\x00" + strconv.Itoa(len(site)) + ":" + site + path
 }
 
 // MessageID is the crossing's deterministic Message-ID: a message retried

@@ -164,7 +164,7 @@ func (s *Sweeper) detect(ctx context.Context, touched []Touch) ([]Row, error) {
 				}
 				for _, th := range r.crossed(n) {
 					out = append(out, Row{
-						Crossing: Crossing{Rule: r.Name, Subject: g.site + p, WindowStart: g.start.UTC(), Threshold: th},
+						Crossing: Crossing{Rule: r.Name, Subject: PageSubject(g.site, p), WindowStart: g.start.UTC(), Threshold: th},
 						Site:     g.site, Path: p, Count: n,
 					})
 				}

@@ -329,7 +329,7 @@ func (s *Store) latest(ctx context.Context, where, having string, args ...any) (
 			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error, &r.Updated); err != nil {
 			return err
 		}
-		r.Subject, r.Threshold, r.Count = r.Site+r.Path, int64(threshold), int64(count)
+		r.Subject, r.Threshold, r.Count = PageSubject(r.Site, r.Path), int64(threshold), int64(count)
 		out = append(out, r)
 		return nil
 	})

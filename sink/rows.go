@@ -59,6 +59,13 @@ func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]a
 // every write any sweeper made on whichever replica, and its inputs, where a
 // part another replica has not shipped yet would make a count low and a
 // crossing late (or, past sweep.lateness, missed).
+//
+// The sync covers this server's shard only: the sweeper writes crossings
+// into its own shard's replicated table, and reads every shard through the
+// Distributed table, whose other shards' replicas it does not sync. With
+// several shards, every sweeper must therefore list the replicas of one and
+// the same shard (README, Cluster mode): then all crossing rows live on that
+// shard, and the sync before each read sees every replica's writes.
 var syncedTables = []string{"crossings", "sweeps", "hits_touched", "hits_1m", "hits_1d"}
 
 // selectSynced is Select in cluster mode: on one connection, it first syncs
