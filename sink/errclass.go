@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -134,4 +135,30 @@ func RefusedReason(err error) string {
 		r = r[:maxReason]
 	}
 	return r
+}
+
+// unavailableCodes are exceptions that say the server (or the replica, or its
+// Keeper) cannot serve right now, whatever was asked: a statement failing so
+// is tried again, unlike one refused for what it is (access, syntax).
+var unavailableCodes = map[int]bool{
+	159: true, // TIMEOUT_EXCEEDED: an ON CLUSTER DDL waiting for a down replica
+	209: true, // SOCKET_TIMEOUT
+	210: true, // NETWORK_ERROR
+	225: true, // NO_ZOOKEEPER
+	242: true, // TABLE_IS_READ_ONLY: a replica that lost its Keeper session
+	999: true, // KEEPER_EXCEPTION
+}
+
+// Unavailable reports whether err says the store could not answer (it is
+// down, restarting, unreachable, or its Keeper is), rather than that it
+// refused the statement: what start-up waits out instead of exiting.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	code, _, ok := exception(err)
+	if !ok {
+		return true // no answer from the server at all: EOF, refused, timeout
+	}
+	return unavailableCodes[code]
 }

@@ -97,3 +97,31 @@ func TestRefusedReason(t *testing.T) {
 		t.Errorf("a long reason is %d bytes (%q...), want %d", len(long), long[:40], maxReason)
 	}
 }
+
+// Start-up waits out a store that cannot answer and exits on one that
+// refuses what it is asked.
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		err         error
+		unavailable bool
+	}{
+		{"no error", nil, false},
+		{"cancelled (stopping)", fmt.Errorf("migrate: %w", context.Canceled), false},
+		{"connection dropped mid-statement (a replica killed)", fmt.Errorf("migrate: query processing: failed to read packet: %w", io.EOF), true},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, true},
+		{"deadline", fmt.Errorf("migrate: %w", context.DeadlineExceeded), true},
+		{"ON CLUSTER waiting for a down replica", server(159, "Watching task /clickhouse/task_queue/ddl/query-0000000001 is executing longer than distributed_ddl_task_timeout"), true},
+		{"replica read-only", server(242, "Table is in readonly mode"), true},
+		{"keeper", engine(999, "KEEPER_EXCEPTION", "Session expired"), true},
+		{"access denied", server(497, "hitcount: Not enough privileges. To execute this query it's necessary to have grant CREATE TABLE ON hc.hits"), false},
+		{"syntax", server(62, "Syntax error: failed at position 1"), false},
+		{"unknown cluster", server(170, "Requested cluster 'web' not found"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Unavailable(tc.err); got != tc.unavailable {
+				t.Errorf("Unavailable(%v) = %v, want %v", tc.err, got, tc.unavailable)
+			}
+		})
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/chdb"
@@ -96,12 +98,37 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := migrate(ctx, s, log); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return &Backend{Store: s, Version: s.Version(), KeeperMap: alerts.ConnSQL{Conn: s.Conn()}, Server: s,
 		Where: fmt.Sprintf("clickhouse %s at %v%s", s.Version(), opts.Addr, map[bool]string{true: ", cluster " + opts.Cluster}[opts.Cluster != ""])}, nil
+}
+
+// migrate brings the schema up to date, waiting out a server that cannot
+// answer (a replica killed or restarting mid-statement, its Keeper away) as
+// Connect waits for one that is not up yet: a collector started during a
+// replica's restart must not exit, its log files keep the lines. A statement
+// refused for what it is (access, a cluster not configured) fails at once.
+func migrate(ctx context.Context, s *sink.Sink, log *slog.Logger) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = 10 * time.Second
+	bo.Reset()
+	for {
+		err := s.Migrate(ctx)
+		if err == nil || !sink.Unavailable(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := bo.NextBackOff()
+		log.Warn("clickhouse could not answer while bringing the schema up to date; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // LibraryPath finds libchdb.so: embedded.library, $HITCOUNT_CHDB_LIB, the
