@@ -125,12 +125,19 @@ func newRaceHarness(t *testing.T) *raceHarness {
 		wasSent: map[string]bool{}, left: map[string]bool{}}
 	h.db = fmt.Sprintf("race%d", h.rng.Uint32())
 	t.Logf("seed %d (HITCOUNT_SWEEP_RACE_SEED=%d repeats it); %d crossings per round, %d rounds, %d replicas", p.seed, p.seed, p.n, p.rounds, raceK)
-	h.bin = filepath.Join(h.dir, "sweeper")
-	if out, err := exec.Command("go", "build", "-o", h.bin, "github.com/hitcount/hitcount/cmd/sweeper").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	h.bin = buildSweeper(t, h.dir)
 	h.smtp = testenv.SMTP(t)
 	return h
+}
+
+// buildSweeper builds the sweeper binary into dir.
+func buildSweeper(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "sweeper")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/hitcount/hitcount/cmd/sweeper").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // serverStore makes the harness's database on a ClickHouse server.
@@ -174,10 +181,18 @@ rules:
 // collector ships them: n new crossings.
 func (h *raceHarness) seed(round int) {
 	h.t.Helper()
-	b := sink.NewBatch(h.p.n * raceHits)
+	if err := h.seedPages(round, h.p.n); err != nil {
+		h.t.Fatalf("seed round %d: %v", round, err)
+	}
+}
+
+// seedPages is seed with n pages, returning the error; the pages are in
+// h.pages from the first to be inserted (a failed insert may have landed).
+func (h *raceHarness) seedPages(round, n int) error {
+	b := sink.NewBatch(n * raceHits)
 	b.Reset(raceSite, uint64(1000+round))
 	now := time.Now().Unix()
-	for i := range h.p.n {
+	for i := range n {
 		path := fmt.Sprintf("/race/r%d-p%04d", round, i)
 		h.pages = append(h.pages, path)
 		hit := parser.Hit{Unix: now, Method: []byte("GET"), Path: []byte(path), Status: 200, UserAgent: []byte("Mozilla/5.0"), RemoteAddr: []byte("10.0.0.1")}
@@ -186,9 +201,7 @@ func (h *raceHarness) seed(round int) {
 			h.off += 100
 		}
 	}
-	if err := h.store.Insert(context.Background(), b); err != nil {
-		h.t.Fatalf("seed round %d: %v", round, err)
-	}
+	return h.store.Insert(context.Background(), b)
 }
 
 // raceKey is the crossing a seeded page makes.
