@@ -50,10 +50,13 @@ Hits per {{.SeriesStep}}:
 {{if .Series}}<table><tr><th>{{.SeriesStep}}</th><th>hits</th></tr>{{range .Series}}<tr><td>{{.Time.Format "2006-01-02 15:04"}}</td><td>{{.Hits}}</td></tr>{{end}}</table>{{end}}`
 )
 
-// CompileRules turns validated configuration rules into Rules.
+// CompileRules turns validated configuration rules into Rules. Each
+// template is executed on sample crossings too (see checkTemplates): the
+// ones that fail are returned together as TemplateErrors.
 func CompileRules(rules []config.Rule) ([]*Rule, error) {
 	out := make([]*Rule, 0, len(rules))
-	for _, cr := range rules {
+	var failing TemplateErrors
+	for i, cr := range rules {
 		r := &Rule{
 			Name: cr.Name, Site: cr.Match.Site, Host: cr.Match.Host, Method: cr.Match.Method,
 			ExcludeBots: cr.Match.ExcludeBots, To: cr.To,
@@ -98,7 +101,11 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 		if r.HTML, err = htmltemplate.New("html").Parse(orDefault(cr.HTML, defaultHTML)); err != nil {
 			return nil, fmt.Errorf("rule %s: html: %w", cr.Name, err)
 		}
+		failing = append(failing, r.checkTemplates(i)...)
 		out = append(out, r)
+	}
+	if len(failing) > 0 {
+		return nil, failing
 	}
 	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/applog"
 	"github.com/hitcount/hitcount/internal/backend"
@@ -103,7 +104,7 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*c.config)
 	if err == nil {
-		err = errors.Join(cfg.CheckCollector(), cfg.CheckSweeper())
+		err = errors.Join(cfg.CheckCollector(), cfg.CheckSweeper(), alerts.CheckRules(cfg))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)

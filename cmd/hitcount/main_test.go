@@ -409,3 +409,21 @@ rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
 		t.Errorf("stderr %q, want %q", stderr.String(), want)
 	}
 }
+
+// `hitcount run -check-config` refuses a rule's template that fails when
+// executed, at its place in the file, as the sweeper does.
+func TestCheckConfigRefusesFailingTemplate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	yaml := `sources: [{path: /var/log/nginx/access.log, site: www}]
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c], text: '{{index .Series 3}}'}]
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"run", "-check-config", "-config", path}, strings.NewReader(""), &stdout, &stderr)
+	want := path + ":2:82: rules[0].text: rule a: fails on a sample crossing (window 1h, series of one step, path /pricing): "
+	if code != 1 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "index out of range: 3") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 with %q", code, stdout.String(), stderr.String(), want)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/applog"
 )
@@ -52,7 +53,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*configPath)
 	if err == nil {
-		err = cfg.CheckSweeper()
+		// The rules' templates are executed on sample crossings: one that
+		// parses but fails (a field the view lacks) is refused here, with
+		// its place in the file, not at every send.
+		err = errors.Join(cfg.CheckSweeper(), alerts.CheckRules(cfg))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -51,6 +52,42 @@ rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
 	} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr %q, want %q", stderr.String(), want)
+		}
+	}
+}
+
+// A template that parses but fails when executed ({{.Hits}}: the view has
+// no such field) is refused by -check-config, with its place in the file,
+// the rule and the template, and the sweeper does not start with it (before
+// it opens a store: the address here answers nothing).
+func TestCheckConfigRefusesFailingTemplate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	yaml := `clickhouse: {addr: [127.0.0.1:1], dial_timeout: 1s}
+rules:
+  - name: fine
+    match: {path: /}
+    threshold: 1
+    window: 1h
+    to: [a@b.c]
+  - name: pricing-hot
+    match: {path: /pricing}
+    threshold: 100
+    window: lifetime
+    to: [a@b.c]
+    subject: '{{.Site}}{{.Path}}: {{.Hits}} hits'
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := path + `:13:14: rules[1].subject: rule pricing-hot: fails on a sample crossing (lifetime, path /pricing): template: subject:1:22: executing "subject" at <.Hits>: can't evaluate field Hits in type alerts.view`
+	for _, args := range [][]string{{"-check-config", "-config", path}, {"-once", "-dry-run", "-config", path}} {
+		// Bounded: a sweeper that started would wait for the store.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, &stdout, &stderr)
+		cancel()
+		if code != 1 || !strings.Contains(stderr.String(), want) || strings.Contains(stdout.String(), "ok") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 with %q", args, code, stdout.String(), stderr.String(), want)
 		}
 	}
 }
