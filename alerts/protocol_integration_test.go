@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/testenv"
 )
@@ -314,6 +317,90 @@ func TestFutureWatermarkDoesNotHideHits(t *testing.T) {
 		}
 		if len(res.Detected) != 1 || res.Sent != 1 {
 			t.Fatalf("detected %d, sent %d after a future watermark; want 1, 1", len(res.Detected), res.Sent)
+		}
+	})
+}
+
+// A server that accepts the message and answers after smtp.timeout: the
+// outcome is unknown, so the crossing is sent once more with the same
+// Message-ID, and no more (RFC 5321 gives the server 10 minutes for that
+// reply; retrying it as unsent delivered it up to five times).
+func TestLateReplyAfterDataSentOnceMore(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	srv := testenv.StartFaultySMTP(t)
+	for _, then := range []string{"ok", "late 3"} {
+		t.Run("then "+then, func(t *testing.T) {
+			e := newEnv(t, testenv.ServerDatabase(ch))
+			e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
+			before := len(srv.Messages(t))
+			store := alerts.NewStore(e.store, e.db)
+			var ahead time.Duration
+			clock := func(ctx context.Context) (time.Time, error) {
+				now, err := store.Now(ctx)
+				return now.Add(ahead), err
+			}
+			sender := alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: srv.Port(), TLS: "none", Timeout: time.Second})
+			sw := alerts.NewSweeper(store, e.rules(lifetimeYAML), e.localClaims(), sender,
+				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "t", Clock: clock})
+			srv.Set(t, "late 3")
+			if _, err := sw.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.states(); st["unconfirmed"] != 1 {
+				t.Fatalf("states %v after a late reply, want unconfirmed", st)
+			}
+			srv.Set(t, then)
+			for i := range 6 {
+				ahead = time.Duration(i+1) * time.Hour // every retry due
+				if _, err := sw.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs := srv.Messages(t)[before:]
+			if len(msgs) != 2 || msgs[0].Header.Get("Message-Id") != msgs[1].Header.Get("Message-Id") {
+				t.Fatalf("%d messages delivered, want 2 with one Message-ID", len(msgs))
+			}
+			want := map[string]string{"ok": "sent", "late 3": "failed"}[then]
+			if st := e.states(); st[want] != 1 || len(st) != 1 {
+				t.Fatalf("states %v, want %s", st, want)
+			}
+		})
+	}
+}
+
+// A rule removed from this replica's config: its pending crossings are left
+// pending (a replica still on the old config may send them), counted and
+// never failed; the replica with the rule sends them.
+func TestRemovedRuleLeavesItsCrossingsPending(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		e := newEnv(t, d)
+		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
+		store := alerts.NewStore(e.store, e.db)
+		box := &mailbox{}
+		crashing(t, func(fault func(string)) *alerts.Sweeper {
+			return alerts.NewSweeper(store, e.rules(lifetimeYAML), e.localClaims(), box,
+				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "old", Fault: fault})
+		}, "recorded")
+		reg := prometheus.NewRegistry()
+		m := alerts.NewMetrics(reg)
+		other := strings.NewReplacer("name: ten", "name: other", "/p/*", "/q/*").Replace(lifetimeYAML)
+		renamed := alerts.NewSweeper(store, e.rules(other), e.localClaims(), box,
+			alerts.Options{From: "hitcount <alerts@example.com>", Owner: "new", Metrics: m})
+		if _, err := renamed.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := testutil.ToFloat64(m.Orphaned); n != 1 {
+			t.Fatalf("hitcount_sweeper_crossings_orphaned = %v, want 1", n)
+		}
+		if st := e.states(); st["detected"] != 1 || len(box.ids()) != 0 {
+			t.Fatalf("states %v, %d sent by the replica without the rule; want it left detected", st, len(box.ids()))
+		}
+		old := alerts.NewSweeper(store, e.rules(lifetimeYAML), e.localClaims(), box, alerts.Options{From: "hitcount <alerts@example.com>", Owner: "old"})
+		if _, err := old.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.states(); st["sent"] != 1 || len(box.ids()) != 1 {
+			t.Fatalf("states %v, %d messages; want it sent once by the replica with the rule", st, len(box.ids()))
 		}
 	})
 }
