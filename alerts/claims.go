@@ -18,7 +18,10 @@ import (
 // the claim holds is the backend's to say (Valid): keepermap leases run on
 // the ClickHouse server's clock, keeper ones as long as the session.
 type Claim struct {
-	Token   uint64
+	Token uint64
+	// Expires is when a lease-bound claim lapses, by the claimant's clock
+	// (conservatively: no later than the store's record of it); zero for a
+	// claim held by a session (keeper).
 	Expires time.Time
 }
 

@@ -371,7 +371,9 @@ func (k *KeeperClaims) Claim(_ context.Context, key string, _ time.Duration) (Cl
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("keeper claim %s: %w", key, err)
 	}
-	return Claim{Token: uint64(st.Czxid), Expires: time.Now().Add(k.timeout)}, true, nil
+	// No Expires: the claim lasts as long as this session, which the
+	// client's heartbeats keep alive however long a send takes.
+	return Claim{Token: uint64(st.Czxid)}, true, nil
 }
 
 // Valid implements Claimer: the node still exists, is the one this claim

@@ -388,9 +388,14 @@ func (s *Store) Watermark(ctx context.Context) (time.Time, bool, error) {
 	return wm, n > 0, nil
 }
 
-// Finish records a sweep.
+// Finish records a sweep, dated by the store's clock: OtherSweepers compares
+// the dates of sweepers whose own clocks may be hours apart.
 func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, crossings, sent int) error {
-	row := []any{time.Now(), watermark, owner, uint32(crossings), uint32(sent)}
+	now, err := s.Now(ctx)
+	if err != nil {
+		return fmt.Errorf("record sweep: %w", err)
+	}
+	row := []any{now, watermark, owner, uint32(crossings), uint32(sent)}
 	if err := s.db.InsertRows(ctx, s.dbName+".sweeps", "finished, watermark, owner, crossings, sent", [][]any{row}); err != nil {
 		return fmt.Errorf("record sweep: %w", err)
 	}

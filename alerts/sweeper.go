@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 )
 
 // Options tune a Sweeper.
@@ -34,6 +36,11 @@ type Options struct {
 	MarkTimeout time.Duration
 	// Clock is the time decisions are made by [Store.Now]: tests move it.
 	Clock func(context.Context) (time.Time, error)
+	// SendBudget is the time a lease-bound claim must still have when its
+	// message goes (a delivery's worth); a claim with less is left for a
+	// later pass instead of being sent on [0: not checked]. Claims held by a
+	// session (keeper, Claim.Expires zero) are not checked.
+	SendBudget time.Duration
 	// MaxTouched is how many touched (page, minute) pairs one pass reads and
 	// counts [5000]. A bigger backlog is read over several passes (Result.More)
 	// before the watermark moves, so what a pass holds in memory, and how long
@@ -320,10 +327,10 @@ func isDigestID(id string) bool { return strings.HasPrefix(id, "<hitcount.digest
 // plan groups the crossings due now into messages: one each, or, when more
 // than DigestAfter wait for the same recipients, digests of up to
 // MaxCrossings. Crossings backing off after a failed send wait. A message
-// that may have gone out (claimed by a sweeper that died, or unconfirmed) is
-// sent again as it was: a digest's crossings together under its
-// Message-ID, whatever else is pending, so the receiving side can drop the
-// copy.
+// that may have gone out (mayHaveGone) is sent again as it was, alone: a
+// crossing under its own Message-ID, a digest's crossings together under
+// the digest's, never joined with what else is pending, so the receiving
+// side can drop the copy.
 func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	byRecipients := map[string][]Row{}
 	var order []string
@@ -342,7 +349,7 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 			orphans++
 			continue
 		}
-		if row.State != StateDetected && isDigestID(row.MsgID) {
+		if mayHaveGone(row) {
 			if _, ok := again[row.MsgID]; !ok {
 				againOrder = append(againOrder, row.MsgID)
 			}
@@ -387,6 +394,14 @@ type held struct {
 	claim Claim
 }
 
+// mayHaveGone: the crossing's last message may have reached the server: its
+// sender died holding the claim (claimed), or no reply came (unconfirmed). It
+// is sent again as the same message, and a send after it that gets no reply
+// either is its last.
+func mayHaveGone(row Row) bool {
+	return row.State == StateClaimed || row.State == StateUnconfirmed
+}
+
 // deliver claims, re-checks, sends and marks one message's crossings.
 //
 // The protocol, for each crossing. Rows are only ever added; the state is the
@@ -397,24 +412,27 @@ type held struct {
 //	     ▲                            │ ├─refused (5xx), attempts used,
 //	     │                            │ │ template fails ──────────▶ failed (final)
 //	     └── 4xx, unreachable ────────┘ └─no reply after the whole message
-//	         (detected(n+1), backoff)       ─▶ unconfirmed(n+1): sent once more,
-//	                                            then sent or failed
+//	         (detected(n+1), backoff)       ─▶ unconfirmed(n+1)
 //
-// A claimed(n) whose sweeper died stays pending and is claimed again (the
-// re-send of the one window below). Under the claim, the crossing's state is
-// read again before anything is written or sent: whatever another replica
+// A crossing found claimed (its sender died) or unconfirmed may have gone
+// out: it is sent again as the same message (its recorded Message-ID, a
+// digest as that digest, never with other crossings); a 4xx or an
+// unreachable server leaves it unconfirmed, and no reply again fails it
+// ("it may have arrived"). Under the claim, the crossing's state is read
+// again before anything is written or sent: whatever another replica
 // recorded before it released its claim is seen, so a crossing is sent again
-// only if its last sender died (or lost its claim) between the server's
-// acceptance and the mark: the documented window. The mark that follows an
-// accepted send is written even when the context is cancelled (bounded by
+// only when its last sender died (or lost its claim) between the server's
+// acceptance and the mark, or no reply came: the documented window, one copy
+// per such fault, same Message-ID. The mark that follows an accepted send is
+// written even when the context is cancelled (retried for up to
 // MarkTimeout) and even when the claim has lapsed meanwhile: the message is
 // out, and sent outranks whatever the successor writes.
 func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent, failed int, err error) {
 	var mine []held
+	defer func() { s.release(ctx, mine) }()
 	for _, row := range rows {
 		claim, ok, err := s.claims.Claim(ctx, row.Key(), s.o.Lease)
 		if err != nil {
-			s.release(ctx, mine)
 			return 0, 0, fmt.Errorf("claim %s: %w", row.Key(), err)
 		}
 		s.o.Metrics.claim(ok)
@@ -422,7 +440,6 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 			mine = append(mine, held{row, claim})
 		}
 	}
-	defer s.release(ctx, mine)
 	if len(mine) == 0 {
 		return 0, 0, nil
 	}
@@ -437,18 +454,39 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	if err != nil {
 		return 0, 0, err
 	}
-	var live []held
+	// What may have gone out goes again as it went, apart from the rest:
+	// the group was planned on the old list, and another replica's message
+	// may have taken some of its crossings since.
+	parts := map[string][]held{}
+	var order []string
 	for _, h := range mine {
 		cur, ok := latest[h.row.Key()]
 		if !ok || cur.State == StateSent || cur.State == StateFailed || !due(cur, now) {
 			continue
 		}
 		h.row = cur
-		live = append(live, h)
+		k := ""
+		if mayHaveGone(cur) {
+			k = cur.MsgID
+		}
+		if _, ok := parts[k]; !ok {
+			order = append(order, k)
+		}
+		parts[k] = append(parts[k], h)
 	}
-	if len(live) == 0 {
-		return 0, 0, nil
+	for _, k := range order {
+		n, f, err := s.send(ctx, parts[k], now)
+		sent, failed = sent+n, failed+f
+		if err != nil {
+			return sent, failed, err
+		}
 	}
+	return sent, failed, nil
+}
+
+// send sends one message of crossings held and re-read, and records the
+// outcome.
+func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, failed int, err error) {
 	msg, err := s.message(ctx, live)
 	var tmplErr *templateError
 	if errors.As(err, &tmplErr) {
@@ -461,13 +499,15 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 			marks[i].State, marks[i].Error, marks[i].Owner, marks[i].Updated = StateFailed, clipErr(err), s.o.Owner, now
 			s.o.Metrics.failed()
 		}
-		return 0, len(marks), s.store.Write(ctx, marks)
+		return 0, len(marks), s.record(ctx, marks)
 	}
 	if err != nil {
 		return 0, 0, err
 	}
 	claimed := make([]Row, len(live))
+	gone := make([]bool, len(live)) // as each was before this attempt
 	for i := range live {
+		gone[i] = mayHaveGone(live[i].row)
 		c := &live[i].row
 		c.State, c.Owner, c.Fencing, c.MsgID, c.Updated = StateClaimed, s.o.Owner, live[i].claim.Token, msg.ID, now
 		claimed[i] = *c
@@ -476,14 +516,19 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 		return 0, 0, err
 	}
 	s.o.Fault("claimed")
-	// The claims must still be ours, with time left for the send (whose
-	// every step smtp.timeout bounds) and the mark: a claim that lapses
-	// mid-send lets a successor send too.
+	// The claims must still be ours, and a lease must have a delivery's
+	// worth of time left (SendBudget): one that lapses mid-send lets a
+	// successor send too. A claim short of time waits for a later pass,
+	// which claims it afresh.
 	for _, h := range live {
 		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
 			return 0, 0, err
 		} else if !valid {
 			s.o.Logger.Warn("claim lost before sending; another sweeper will send it", "page", clip(h.row.Site+h.row.Path))
+			return 0, 0, nil
+		}
+		if left := h.claim.Expires.Sub(s.o.Now()); s.o.SendBudget > 0 && !h.claim.Expires.IsZero() && left < s.o.SendBudget {
+			s.o.Logger.Warn("claim has too little time left for a delivery; sending on a later pass", "page", clip(h.row.Site+h.row.Path), "left", left, "needed", s.o.SendBudget)
 			return 0, 0, nil
 		}
 	}
@@ -495,9 +540,9 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	// From here on the outcome is recorded whatever happens to ctx.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.MarkTimeout)
 	defer cancel()
-	maybe := errors.Is(sendErr, ErrMaybeSent)
+	noReply := errors.Is(sendErr, ErrMaybeSent)
 	var marks []Row
-	for _, h := range live {
+	for i, h := range live {
 		mark := h.row
 		mark.Updated = now
 		switch {
@@ -507,13 +552,13 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 			sent++
 			marks = append(marks, mark)
 			continue
-		case maybe && wasUnconfirmed(h.row):
-			// The second send without an answer: no third.
-			mark.State, mark.Attempts, mark.Error = StateFailed, mark.Attempts+1, "sent twice without a reply; it may have arrived: "+sendErr.Error()
-			s.o.Logger.Error("giving up on a crossing's email: no reply twice (it may have arrived)", "page", clip(mark.Site+mark.Path), "err", sendErr)
+		case noReply && gone[i]:
+			// Sent again without an answer: no further copy.
+			mark.State, mark.Attempts, mark.Error = StateFailed, mark.Attempts+1, "sent again without a reply; it may have arrived: "+sendErr.Error()
+			s.o.Logger.Error("giving up on a crossing's email: sent again, no reply (it may have arrived)", "page", clip(mark.Site+mark.Path), "err", sendErr)
 			s.o.Metrics.failed()
 			failed++
-		case maybe:
+		case noReply:
 			mark.State, mark.Attempts, mark.Error = StateUnconfirmed, mark.Attempts+1, sendErr.Error()
 			s.o.Logger.Warn("no reply after sending; it will be sent once more with the same Message-ID", "page", clip(mark.Site+mark.Path), "err", sendErr)
 			s.o.Metrics.retried()
@@ -522,17 +567,17 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 			s.o.Logger.Error("giving up on a crossing's email", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.failed()
 			failed++
+		case gone[i]:
+			// Refused now, but an earlier copy may have arrived: the next
+			// try is still the same message.
+			mark.State, mark.Attempts, mark.Error = StateUnconfirmed, mark.Attempts+1, sendErr.Error()
+			s.o.Logger.Warn("sending failed; will retry as the same message", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
+			s.o.Metrics.retried()
 		default:
+			// Not sent: the next try is a new message, and may join a new
+			// digest under that digest's id.
 			mark.State, mark.Attempts, mark.Error = StateDetected, mark.Attempts+1, sendErr.Error()
-			if wasUnconfirmed(h.row) {
-				// Its first send may still have arrived: the next is its one
-				// re-send, as the same message.
-				mark.State, mark.Error = StateUnconfirmed, ErrMaybeSent.Error()+"; then: "+sendErr.Error()
-			} else {
-				// Not sent: the next try is a new message, and may join a
-				// new digest under that digest's id.
-				mark.MsgID = h.row.MessageID(domainOf(s.o.From))
-			}
+			mark.MsgID = h.row.MessageID(domainOf(s.o.From))
 			s.o.Logger.Warn("sending failed; will retry", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.retried()
 		}
@@ -544,7 +589,7 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 		}
 		marks = append(marks, mark)
 	}
-	if err := s.store.Write(mctx, marks); err != nil {
+	if err := s.record(ctx, marks); err != nil {
 		return 0, 0, err
 	}
 	if sent > 0 {
@@ -553,11 +598,31 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	return sent, failed, nil
 }
 
-// wasUnconfirmed: a send of the crossing had no answer, so the next is its
-// one re-send. The error recorded then says so, and is carried by every row
-// after it (the claim copies it; a refused re-send keeps it).
-func wasUnconfirmed(row Row) bool {
-	return strings.Contains(row.Error, ErrMaybeSent.Error())
+// record writes an attempt's outcome, retried for up to MarkTimeout whatever
+// happens to ctx: a store that fails once must not turn a delivered message
+// into one sent again (the claims are released only after this).
+func (s *Sweeper) record(ctx context.Context, rows []Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.MarkTimeout)
+	defer cancel()
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval = 100*time.Millisecond, 5*time.Second
+	bo.Reset()
+	for {
+		err := s.store.Write(mctx, rows)
+		if err == nil {
+			return nil
+		}
+		wait := bo.NextBackOff()
+		s.o.Logger.Warn("cannot record what was sent yet; retrying", "crossings", len(rows), "err", err, "retry_in", wait)
+		select {
+		case <-mctx.Done():
+			return fmt.Errorf("record the outcome of %d crossings: %w", len(rows), err)
+		case <-time.After(wait):
+		}
+	}
 }
 
 // release drops the claims, even when ctx is done.

@@ -94,7 +94,13 @@ func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *
 		// The lock file stops a second sweeper on this state directory; this
 		// stops one on another machine or directory, against the same tables.
 		// (The embedded engine admits one process: nothing to check there.)
-		since := time.Now().Add(-2*cfg.Sweep.Every.Duration - cfg.Sweep.Lease.Duration)
+		// By the store's clock, which dated the other's sweeps too.
+		now, err := store.Now(ctx)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		since := now.Add(-2*cfg.Sweep.Every.Duration - cfg.Sweep.Lease.Duration)
 		others, err := store.OtherSweepers(ctx, owner, since)
 		if err != nil {
 			s.Close()
@@ -109,6 +115,15 @@ func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *
 	o := alerts.Options{
 		Lateness: cfg.Sweep.Lateness.Duration, Lease: cfg.Sweep.Lease.Duration, MaxCrossings: cfg.Sweep.MaxCrossings,
 		DigestAfter: cfg.Sweep.DigestAfter, From: from, Owner: owner, DryRun: dryRun, Logger: log, Metrics: alerts.NewMetrics(reg),
+	}
+	if cfg.Sweep.Claims == "keepermap" {
+		// A keepermap claim is a lease: it must have a delivery's worth of
+		// time left when the message goes (config requires the lease to be
+		// 20 s longer than this).
+		o.SendBudget = 10 * time.Second
+		if cfg.SMTP != nil {
+			o.SendBudget = 3*cfg.SMTP.Timeout.Duration + 10*time.Second
+		}
 	}
 	for _, f := range tune {
 		f(&o)
