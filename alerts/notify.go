@@ -106,15 +106,29 @@ func (o Outbox) Send(_ context.Context, m *Message) (bool, error) {
 		return true, fmt.Errorf("outbox: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	// Synced before the rename and the directory after it: the crossing is
+	// marked sent once this returns, so a power cut must not take the
+	// message back.
 	if _, err := tmp.Write(buf.Bytes()); err != nil {
 		tmp.Close()
 		return true, fmt.Errorf("outbox: write %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return true, fmt.Errorf("outbox: sync %s: %w", tmp.Name(), err)
 	}
 	if err := tmp.Close(); err != nil {
 		return true, fmt.Errorf("outbox: write %s: %w", tmp.Name(), err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return true, fmt.Errorf("outbox: %w", err)
+	}
+	if d, err := os.Open(o.Dir); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return true, fmt.Errorf("outbox: sync %s: %w", o.Dir, err)
+		}
 	}
 	return false, nil
 }
