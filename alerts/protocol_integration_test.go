@@ -404,3 +404,56 @@ func TestRemovedRuleLeavesItsCrossingsPending(t *testing.T) {
 		}
 	})
 }
+
+// lapsing is a Claimer whose claims all read as lost once lapse is set (a
+// replica paused past its lease while it sent).
+type lapsing struct {
+	alerts.Claimer
+	lapse bool
+}
+
+func (l *lapsing) Valid(ctx context.Context, key string, c alerts.Claim) (bool, error) {
+	if l.lapse {
+		return false, nil
+	}
+	return l.Claimer.Valid(ctx, key, c)
+}
+
+// A re-send that gets no reply either is recorded (failed: it may have
+// arrived) even when the claim lapsed during the send; left claimed, the
+// crossing went out a third time (the sweeper chaos run, seed 20261125).
+func TestUnansweredResendRecordedWithoutItsClaim(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		e := newEnv(t, d)
+		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
+		store := alerts.NewStore(e.store, e.db)
+		var ahead time.Duration
+		clock := func(ctx context.Context) (time.Time, error) {
+			now, err := store.Now(ctx)
+			return now.Add(ahead), err
+		}
+		claims := &lapsing{Claimer: e.localClaims()}
+		var sends int
+		unanswered := alerts.SenderFunc(func(context.Context, *alerts.Message) (bool, error) {
+			sends++
+			if sends == 2 {
+				claims.lapse = true
+			}
+			return true, fmt.Errorf("smtp: %w: read: i/o timeout", alerts.ErrMaybeSent)
+		})
+		sw := alerts.NewSweeper(store, e.rules(lifetimeYAML), claims, unanswered, alerts.Options{From: "hitcount <alerts@example.com>", Owner: "t", Clock: clock})
+		for i := range 4 {
+			ahead = time.Duration(i) * time.Hour
+			if _, err := sw.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			claims.lapse = false
+		}
+		if sends != 2 {
+			t.Fatalf("%d sends without a reply, want 2 (one re-send)", sends)
+		}
+		if st := e.states(); st["failed"] != 1 || len(st) != 1 {
+			t.Fatalf("states %v, want failed", st)
+		}
+	})
+}

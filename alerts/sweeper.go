@@ -581,8 +581,16 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 			s.o.Logger.Warn("sending failed; will retry", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.retried()
 		}
-		// A failure is recorded only under a live claim: a claim lost
+		// A refusal is recorded only under a live claim: a claim lost
 		// while sending belongs to a successor, whose own record counts.
+		// A send without a reply is recorded whatever became of the claim,
+		// as a sent one is: it may have arrived, and left claimed, the
+		// crossing would go out again as if this copy had never been
+		// (the sweeper chaos run, seed 20261125: a third copy).
+		if noReply {
+			marks = append(marks, mark)
+			continue
+		}
 		if valid, err := s.claims.Valid(mctx, h.row.Key(), h.claim); err != nil || !valid {
 			s.o.Logger.Warn("claim lost while sending; the failure is not recorded", "page", clip(mark.Site+mark.Path), "err", err)
 			continue
