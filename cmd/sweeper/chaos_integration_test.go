@@ -1261,10 +1261,19 @@ func (r *chaosRunner) explain(v *crossingVerdict) string {
 			to = c.at
 		}
 	}
+	// The faults around the copies (or, with none, after the seeding):
+	// what could have been in flight with them.
+	spans := [][2]time.Time{}
+	for _, c := range v.copies {
+		spans = append(spans, [2]time.Time{c.at.Add(-chaosPostAccept), c.at.Add(chaosPostAccept)})
+	}
+	if len(spans) == 0 {
+		spans = append(spans, [2]time.Time{from, to})
+	}
 	ws := slices.Clone(r.windows)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].start.Before(ws[j].start) })
 	for _, w := range ws {
-		if w.end.Before(from.Add(-chaosPostAccept)) || w.start.After(to.Add(chaosSlack)) {
+		if !slices.ContainsFunc(spans, func(sp [2]time.Time) bool { return !w.end.Before(sp[0]) && !w.start.After(sp[1]) }) {
 			continue
 		}
 		who := "smtp " + w.detail
