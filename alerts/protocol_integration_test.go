@@ -8,6 +8,7 @@ package alerts_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -451,6 +452,55 @@ func TestUnansweredResendRecordedWithoutItsClaim(t *testing.T) {
 		}
 		if sends != 2 {
 			t.Fatalf("%d sends without a reply, want 2 (one re-send)", sends)
+		}
+		if st := e.states(); st["failed"] != 1 || len(st) != 1 {
+			t.Fatalf("states %v, want failed", st)
+		}
+	})
+}
+
+// The one re-send after no reply is in flight when its sender dies (the
+// server stored it): the crossing is not sent a third time; it fails, "it
+// may have arrived" (the sweeper chaos run, CHAOS_SEED=11: no reply, a
+// re-send killed, a 451, then a third copy).
+func TestResendAfterNoReplyKilledIsTheLast(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		e := newEnv(t, d)
+		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
+		store := alerts.NewStore(e.store, e.db)
+		var ahead time.Duration
+		clock := func(ctx context.Context) (time.Time, error) {
+			now, err := store.Now(ctx)
+			return now.Add(ahead), err
+		}
+		box := &mailbox{}
+		var calls int
+		sender := alerts.SenderFunc(func(ctx context.Context, m *alerts.Message) (bool, error) {
+			calls++
+			box.Send(ctx, m) // the server stores every one
+			switch calls {
+			case 1:
+				return true, fmt.Errorf("smtp: %w: read: connection reset", alerts.ErrMaybeSent)
+			case 2:
+				runtime.Goexit() // killed while waiting for the reply
+			}
+			return true, errors.New("smtp: 451 4.3.0 try again later")
+		})
+		sweep := func() {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				sw := alerts.NewSweeper(store, e.rules(lifetimeYAML), e.localClaims(), sender, alerts.Options{From: "hitcount <alerts@example.com>", Owner: "t", Clock: clock})
+				sw.Sweep(context.Background())
+			}()
+			<-done
+			ahead += time.Hour
+		}
+		for range 5 {
+			sweep()
+		}
+		if ids := box.ids(); len(ids) != 2 || ids[0] != ids[1] {
+			t.Fatalf("copies %v, want 2 with one Message-ID", ids)
 		}
 		if st := e.states(); st["failed"] != 1 || len(st) != 1 {
 			t.Fatalf("states %v, want failed", st)

@@ -402,6 +402,19 @@ func mayHaveGone(row Row) bool {
 	return row.State == StateClaimed || row.State == StateUnconfirmed
 }
 
+// unanswered: a send of the crossing got no reply. The error recorded then
+// says so, and every row after it carries it (the claim copies it, a refusal
+// keeps it): the send after it is the one re-send it gets.
+func unanswered(row Row) bool {
+	return strings.Contains(row.Error, ErrMaybeSent.Error())
+}
+
+// resendLost: the crossing's one re-send after no reply was in flight when
+// its sender died. It may have arrived; it is not sent a third time.
+func resendLost(row Row) bool {
+	return row.State == StateClaimed && unanswered(row)
+}
+
 // deliver claims, re-checks, sends and marks one message's crossings.
 //
 // The protocol, for each crossing. Rows are only ever added; the state is the
@@ -459,9 +472,18 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	// may have taken some of its crossings since.
 	parts := map[string][]held{}
 	var order []string
+	var lost []Row
 	for _, h := range mine {
 		cur, ok := latest[h.row.Key()]
 		if !ok || cur.State == StateSent || cur.State == StateFailed || !due(cur, now) {
+			continue
+		}
+		if resendLost(cur) {
+			cur.State, cur.Owner, cur.Updated = StateFailed, s.o.Owner, now
+			cur.Error = "re-sent after no reply, and its sender stopped before the outcome; it may have arrived: " + cur.Error
+			s.o.Logger.Error("giving up on a crossing's email: its re-send's sender stopped mid-send (it may have arrived)", "page", clip(cur.Site+cur.Path))
+			s.o.Metrics.failed()
+			lost = append(lost, cur)
 			continue
 		}
 		h.row = cur
@@ -474,6 +496,10 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 		}
 		parts[k] = append(parts[k], h)
 	}
+	if err := s.record(ctx, lost); err != nil {
+		return 0, 0, err
+	}
+	failed = len(lost)
 	for _, k := range order {
 		n, f, err := s.send(ctx, parts[k], now)
 		sent, failed = sent+n, failed+f
@@ -569,8 +595,12 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 			failed++
 		case gone[i]:
 			// Refused now, but an earlier copy may have arrived: the next
-			// try is still the same message.
+			// try is still the same message (and still the one re-send
+			// after no reply, if there was none).
 			mark.State, mark.Attempts, mark.Error = StateUnconfirmed, mark.Attempts+1, sendErr.Error()
+			if unanswered(h.row) {
+				mark.Error = ErrMaybeSent.Error() + "; then: " + sendErr.Error()
+			}
 			s.o.Logger.Warn("sending failed; will retry as the same message", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.retried()
 		default:
