@@ -621,7 +621,7 @@ func TestAdversaryLeaseCheckedWithTimeLeft(t *testing.T) {
 	o1.Owner = "r1"
 	slow := true
 	o1.Fault = func(step string) {
-		if step == "claimed" && slow {
+		if step == "reread" && slow {
 			slow = false
 			clock.advance(89 * time.Second) // claimed, checked 89 s after the claim
 		}
@@ -632,6 +632,10 @@ func TestAdversaryLeaseCheckedWithTimeLeft(t *testing.T) {
 	}
 	if n := len(srv.messages()); n != 0 {
 		t.Fatalf("sent %d messages on a claim with 1 s of its lease left, want it left for the next pass", n)
+	}
+	// Nothing says a message may have gone: no claimed row was left.
+	if st := e.states(); st["detected"] != 1 || len(st) != 1 {
+		t.Fatalf("states %v after a send put off, want detected", st)
 	}
 	// The next pass claims it afresh, with the whole lease for the send.
 	if _, err := r1.Sweep(context.Background()); err != nil {

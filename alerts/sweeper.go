@@ -48,7 +48,8 @@ type Options struct {
 	// paths cut at 16 KiB (longer ones are not counted), ~80 MiB at most.
 	MaxTouched int
 	// Fault, when set, is called after each step of sending a crossing
-	// ("recorded", "claimed", "sent", "marked") so tests can crash there.
+	// ("recorded", "reread", "claimed", "sent", "marked") so tests can
+	// crash or stall there.
 	Fault func(step string)
 }
 
@@ -467,6 +468,7 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	if err != nil {
 		return 0, 0, err
 	}
+	s.o.Fault("reread")
 	// What may have gone out goes again as it went, apart from the rest:
 	// the group was planned on the old list, and another replica's message
 	// may have taken some of its crossings since.
@@ -530,22 +532,13 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 	if err != nil {
 		return 0, 0, err
 	}
-	claimed := make([]Row, len(live))
-	gone := make([]bool, len(live)) // as each was before this attempt
-	for i := range live {
-		gone[i] = mayHaveGone(live[i].row)
-		c := &live[i].row
-		c.State, c.Owner, c.Fencing, c.MsgID, c.Updated = StateClaimed, s.o.Owner, live[i].claim.Token, msg.ID, now
-		claimed[i] = *c
-	}
-	if err := s.store.Write(ctx, claimed); err != nil {
-		return 0, 0, err
-	}
-	s.o.Fault("claimed")
 	// The claims must still be ours, and a lease must have a delivery's
 	// worth of time left (SendBudget): one that lapses mid-send lets a
 	// successor send too. A claim short of time waits for a later pass,
-	// which claims it afresh.
+	// which claims it afresh. Checked before the claimed rows are written:
+	// a claimed row says a message may have gone, and one left by a send
+	// that never started would make the next attempt the re-send of a
+	// silence that never was.
 	for _, h := range live {
 		if valid, err := s.claims.Valid(ctx, h.row.Key(), h.claim); err != nil {
 			return 0, 0, err
@@ -559,6 +552,18 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 		}
 	}
 
+	claimed := make([]Row, len(live))
+	gone := make([]bool, len(live)) // as each was before this attempt
+	for i := range live {
+		gone[i] = mayHaveGone(live[i].row)
+		c := &live[i].row
+		c.State, c.Owner, c.Fencing, c.MsgID, c.Updated = StateClaimed, s.o.Owner, live[i].claim.Token, msg.ID, now
+		claimed[i] = *c
+	}
+	if err := s.store.Write(ctx, claimed); err != nil {
+		return 0, 0, err
+	}
+	s.o.Fault("claimed")
 	retry, sendErr := s.sender.Send(ctx, msg)
 	if sendErr == nil {
 		s.o.Fault("sent")
