@@ -6,8 +6,10 @@ package alerts_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +145,89 @@ func TestAdversary2DigestResentSplitByRacingClaims(t *testing.T) {
 	msgs := srv.messages()
 	if bad := checkCopies(msgs, 2); len(bad) > 0 {
 		t.Fatalf("%s\nmessages stored:\n%s", strings.Join(bad, "\n"), describe(msgs))
+	}
+}
+
+// appliedThenFailed is the store applying the write of the claimed rows and
+// the client still getting an error (a SIGTERM cancelling the insert's
+// context after the server took it, a timeout on the reply, a connection
+// reset after the insert): once, when armed.
+type appliedThenFailed struct {
+	alerts.DB
+	mu    sync.Mutex
+	armed bool
+}
+
+func (f *appliedThenFailed) InsertRows(ctx context.Context, table, columns string, rows [][]any) error {
+	f.mu.Lock()
+	fail := f.armed && strings.HasSuffix(table, ".crossings") && len(rows) > 0 && rows[0][7] == alerts.StateClaimed
+	if fail {
+		f.armed = false
+	}
+	f.mu.Unlock()
+	if err := f.DB.InsertRows(ctx, table, columns, rows); err != nil {
+		return err
+	}
+	if fail {
+		return errors.New("clickhouse: context canceled (injected after the insert was applied)")
+	}
+	return nil
+}
+
+// A3. The claimed rows are written (the server applied the insert) but the
+// write reports an error (SIGTERM cancels it, a reply lost): send returns
+// before sending anything. The next pass reads claimed, i.e. "may have gone
+// out", although nothing was sent:
+//   - fresh: its first real send is treated as the re-send; no reply on it
+//     fails the crossing at once ("sent again without a reply") where the
+//     README promises exactly one re-send after no reply (1 copy, failed);
+//   - after no reply (unconfirmed, marked): the claimed row carries the
+//     no-reply mark, resendLost fails it ("its re-send's sender stopped
+//     mid-send") and the one re-send never goes out (1 copy, failed).
+//
+// Mechanism: a claimed row is the "may have gone" signal, but it is written
+// before the send and an error writing it is not told apart from a send
+// that started. (Same family as the SendBudget skip the working tree now
+// checks before writing the claimed rows.)
+func TestAdversary2ClaimedWriteErrorIsAFalseMaybe(t *testing.T) {
+	adversary2(t)
+	for _, variant := range []string{"fresh, then no reply", "no reply, then the re-send's claimed write"} {
+		t.Run(variant, func(t *testing.T) {
+			e := advEnv(t)
+			k := newKit(t, e, 10)
+			db := &appliedThenFailed{DB: e.store}
+			k.store = alerts.NewStore(db, e.db)
+			srv := &scriptSender{}
+			k.page(0)
+			sw := k.sweeper(srv, nil, nil)
+			if variant == "fresh, then no reply" {
+				db.armed = true
+				if _, err := sw.Sweep(context.Background()); err == nil {
+					t.Fatal("the injected error was not seen")
+				}
+				srv.set(acceptLost)
+			} else {
+				srv.set(acceptLost)
+				if _, err := sw.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				k.ahead = time.Hour
+				db.armed = true
+				if _, err := sw.Sweep(context.Background()); err == nil {
+					t.Fatal("the injected error was not seen")
+				}
+			}
+			for range 6 {
+				k.ahead += 2 * time.Hour
+				if _, err := sw.Sweep(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			msgs := srv.messages()
+			st := e.states()
+			if len(msgs) != 2 {
+				t.Fatalf("%d copies, states %v: a crossing whose send got no reply gets exactly one re-send, and none was made:\n%s", len(msgs), st, describe(msgs))
+			}
+		})
 	}
 }
