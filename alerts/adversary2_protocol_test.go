@@ -1,13 +1,12 @@
 package alerts_test
 
 // Second adversarial pass (after the fixes of adversary_protocol_test.go).
-// Same helpers (scriptSender, sweeperKit, checkCopies); gated with
-// HITCOUNT_ADVERSARY=1 while they fail.
+// Same helpers (scriptSender, sweeperKit, checkCopies). Each failed
+// before its fix.
 
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,13 +14,6 @@ import (
 
 	"github.com/hitcount/hitcount/alerts"
 )
-
-func adversary2(t *testing.T) {
-	t.Helper()
-	if os.Getenv("HITCOUNT_ADVERSARY") != "1" {
-		t.Skip("reproduction of an open violation: HITCOUNT_ADVERSARY=1 runs it")
-	}
-}
 
 // A1. A digest that may have gone out is re-sent in pieces under its one
 // Message-ID when its crossings are not all due at once: the crossings of
@@ -37,7 +29,6 @@ func adversary2(t *testing.T) {
 // Mechanism: plan filters by due() row by row before grouping by MsgID,
 // and deliver sends whatever subset of a maybe-gone digest it holds.
 func TestAdversary2DigestResentInPiecesByBackoff(t *testing.T) {
-	adversary2(t)
 	e := advEnv(t)
 	k := newKit(t, e, 1)
 	srv := &scriptSender{}
@@ -115,7 +106,6 @@ func (r *racingClaims) Claim(ctx context.Context, key string, lease time.Duratio
 // Mechanism: deliver sends a maybe-gone digest with whatever subset of it
 // it could claim; a part of a digest is never held back for the whole.
 func TestAdversary2DigestResentSplitByRacingClaims(t *testing.T) {
-	adversary2(t)
 	e := advEnv(t)
 	k := newKit(t, e, 1)
 	srv := &scriptSender{}
@@ -190,7 +180,6 @@ func (f *appliedThenFailed) InsertRows(ctx context.Context, table, columns strin
 // that started. (Same family as the SendBudget skip the working tree now
 // checks before writing the claimed rows.)
 func TestAdversary2ClaimedWriteErrorIsAFalseMaybe(t *testing.T) {
-	adversary2(t)
 	for _, variant := range []string{"fresh, then no reply", "no reply, then the re-send's claimed write"} {
 		t.Run(variant, func(t *testing.T) {
 			e := advEnv(t)

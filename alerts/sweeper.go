@@ -322,6 +322,25 @@ func due(row Row, now time.Time) bool {
 	return row.State == StateClaimed || row.Attempts == 0 || !now.Before(row.Updated.Add(retryAfter(row.Attempts)))
 }
 
+// rowsOf is the rows of claims held.
+func rowsOf(hs []held) []Row {
+	out := make([]Row, len(hs))
+	for i, h := range hs {
+		out[i] = h.row
+	}
+	return out
+}
+
+// allDue reports whether every row may be tried now.
+func allDue(rows []Row, now time.Time) bool {
+	for _, r := range rows {
+		if !due(r, now) {
+			return false
+		}
+	}
+	return true
+}
+
 // isDigestID tells a digest's Message-ID from a crossing's.
 func isDigestID(id string) bool { return strings.HasPrefix(id, "<hitcount.digest.") }
 
@@ -339,7 +358,7 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	var againOrder []string
 	orphans := 0
 	for _, row := range pending {
-		if !due(row, now) {
+		if !due(row, now) && !mayHaveGone(row) {
 			continue
 		}
 		r := s.rule(row.Rule)
@@ -371,7 +390,13 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	}
 	var out [][]Row
 	for _, id := range againOrder {
-		out = append(out, again[id])
+		// A message that may have gone goes again whole or not at all:
+		// when its last try's members back off differently (one had failed
+		// alone before), it waits for the last of them.
+		if g := again[id]; allDue(g, now) {
+			sort.Slice(g, func(i, j int) bool { return g[i].Key() < g[j].Key() })
+			out = append(out, g)
+		}
 	}
 	for _, k := range order {
 		rows := byRecipients[k]
@@ -444,6 +469,11 @@ func resendLost(row Row) bool {
 func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent, failed int, err error) {
 	var mine []held
 	defer func() { s.release(ctx, mine) }()
+	// A message that may have gone is sent again whole, by one replica: its
+	// crossings are claimed in key order (plan sorts them), and a claim
+	// another holds ends the attempt, so two replicas never split it
+	// between them (each re-sending a part under the one Message-ID).
+	whole := len(rows) > 0 && mayHaveGone(rows[0])
 	for _, row := range rows {
 		claim, ok, err := s.claims.Claim(ctx, row.Key(), s.o.Lease)
 		if err != nil {
@@ -452,6 +482,8 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 		s.o.Metrics.claim(ok)
 		if ok {
 			mine = append(mine, held{row, claim})
+		} else if whole {
+			return 0, 0, nil
 		}
 	}
 	if len(mine) == 0 {
@@ -477,7 +509,7 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	var lost []Row
 	for _, h := range mine {
 		cur, ok := latest[h.row.Key()]
-		if !ok || cur.State == StateSent || cur.State == StateFailed || !due(cur, now) {
+		if !ok || cur.State == StateSent || cur.State == StateFailed || (!due(cur, now) && !mayHaveGone(cur)) {
 			continue
 		}
 		if resendLost(cur) {
@@ -503,6 +535,9 @@ func (s *Sweeper) deliver(ctx context.Context, rows []Row, now time.Time) (sent,
 	}
 	failed = len(lost)
 	for _, k := range order {
+		if k != "" && !allDue(rowsOf(parts[k]), now) {
+			continue // whole or not at all, as plan
+		}
 		n, f, err := s.send(ctx, parts[k], now)
 		sent, failed = sent+n, failed+f
 		if err != nil {
@@ -561,6 +596,28 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 		claimed[i] = *c
 	}
 	if err := s.store.Write(ctx, claimed); err != nil {
+		// The insert may have landed even so (a cancel or a lost reply
+		// after the server took it): a claimed row nothing was sent under
+		// would read as a message that may have gone. Recorded as an
+		// attempt that sent nothing, which outranks it.
+		undo := make([]Row, len(live))
+		for i, h := range live {
+			undo[i] = h.row
+			undo[i].Attempts++
+			undo[i].Updated = now
+			undo[i].Error = "not sent: the claim could not be recorded: " + clipErr(err)
+			undo[i].State, undo[i].MsgID = StateDetected, h.row.MessageID(domainOf(s.o.From))
+			if gone[i] {
+				undo[i].MsgID = msg.ID
+				undo[i].State = StateUnconfirmed
+				if prev := live[i].row; unanswered(prev) {
+					undo[i].Error = ErrMaybeSent.Error() + "; then: " + undo[i].Error
+				}
+			}
+		}
+		if rerr := s.record(ctx, undo); rerr != nil {
+			return 0, 0, errors.Join(err, rerr)
+		}
 		return 0, 0, err
 	}
 	s.o.Fault("claimed")
