@@ -341,8 +341,12 @@ func allDue(rows []Row, now time.Time) bool {
 	return true
 }
 
-// isDigestID tells a digest's Message-ID from a crossing's.
-func isDigestID(id string) bool { return strings.HasPrefix(id, "<hitcount.digest.") }
+// resentDigest: the crossing's last message, which may have gone, was a
+// digest: it goes again as that digest (its Message-ID, whatever crossings
+// are left of it).
+func resentDigest(row Row) bool {
+	return mayHaveGone(row) && strings.HasPrefix(row.MsgID, "<hitcount.digest.")
+}
 
 // plan groups the crossings due now into messages: one each, or, when more
 // than DigestAfter wait for the same recipients, digests of up to
@@ -602,18 +606,7 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 		// attempt that sent nothing, which outranks it.
 		undo := make([]Row, len(live))
 		for i, h := range live {
-			undo[i] = h.row
-			undo[i].Attempts++
-			undo[i].Updated = now
-			undo[i].Error = "not sent: the claim could not be recorded: " + clipErr(err)
-			undo[i].State, undo[i].MsgID = StateDetected, h.row.MessageID(domainOf(s.o.From))
-			if gone[i] {
-				undo[i].MsgID = msg.ID
-				undo[i].State = StateUnconfirmed
-				if prev := live[i].row; unanswered(prev) {
-					undo[i].Error = ErrMaybeSent.Error() + "; then: " + undo[i].Error
-				}
-			}
+			undo[i] = s.notSent(h.row, gone[i], "not sent: the claim could not be recorded: "+clipErr(err), now)
 		}
 		if rerr := s.record(ctx, undo); rerr != nil {
 			return 0, 0, errors.Join(err, rerr)
@@ -655,22 +648,9 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 			s.o.Logger.Error("giving up on a crossing's email", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
 			s.o.Metrics.failed()
 			failed++
-		case gone[i]:
-			// Refused now, but an earlier copy may have arrived: the next
-			// try is still the same message (and still the one re-send
-			// after no reply, if there was none).
-			mark.State, mark.Attempts, mark.Error = StateUnconfirmed, mark.Attempts+1, sendErr.Error()
-			if unanswered(h.row) {
-				mark.Error = ErrMaybeSent.Error() + "; then: " + sendErr.Error()
-			}
-			s.o.Logger.Warn("sending failed; will retry as the same message", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
-			s.o.Metrics.retried()
 		default:
-			// Not sent: the next try is a new message, and may join a new
-			// digest under that digest's id.
-			mark.State, mark.Attempts, mark.Error = StateDetected, mark.Attempts+1, sendErr.Error()
-			mark.MsgID = h.row.MessageID(domainOf(s.o.From))
-			s.o.Logger.Warn("sending failed; will retry", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "err", sendErr)
+			mark = s.notSent(h.row, gone[i], sendErr.Error(), now)
+			s.o.Logger.Warn("sending failed; will retry", "page", clip(mark.Site+mark.Path), "attempts", mark.Attempts, "as_the_same_message", gone[i], "err", sendErr)
 			s.o.Metrics.retried()
 		}
 		// A refusal is recorded only under a live claim: a claim lost
@@ -698,6 +678,26 @@ func (s *Sweeper) send(ctx context.Context, live []held, now time.Time) (sent, f
 	return sent, failed, nil
 }
 
+// notSent is row after an attempt that sent nothing (refused, unreachable,
+// or its claim not recorded), to be tried again after a backoff. If an
+// earlier message may have gone (gone), the next try is still that message,
+// and still the one re-send after no reply if there was one: unconfirmed,
+// keeping its Message-ID and the no-reply mark. Otherwise the next try is a
+// new message, which may join a new digest under that digest's id.
+func (s *Sweeper) notSent(row Row, gone bool, reason string, now time.Time) Row {
+	row.Attempts++
+	row.Updated = now
+	if !gone {
+		row.State, row.Error, row.MsgID = StateDetected, reason, row.MessageID(domainOf(s.o.From))
+		return row
+	}
+	if unanswered(row) {
+		reason = ErrMaybeSent.Error() + "; then: " + reason
+	}
+	row.State, row.Error = StateUnconfirmed, reason
+	return row
+}
+
 // record writes an attempt's outcome, retried for up to MarkTimeout whatever
 // happens to ctx: a store that fails once must not turn a delivered message
 // into one sent again (the claims are released only after this).
@@ -709,20 +709,17 @@ func (s *Sweeper) record(ctx context.Context, rows []Row) error {
 	defer cancel()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval = 100*time.Millisecond, 5*time.Second
-	bo.Reset()
-	for {
-		err := s.store.Write(mctx, rows)
-		if err == nil {
-			return nil
-		}
-		wait := bo.NextBackOff()
-		s.o.Logger.Warn("cannot record what was sent yet; retrying", "crossings", len(rows), "err", err, "retry_in", wait)
-		select {
-		case <-mctx.Done():
-			return fmt.Errorf("record the outcome of %d crossings: %w", len(rows), err)
-		case <-time.After(wait):
-		}
+	// Retry runs on a context nothing cancels and stops by elapsed time, so
+	// that it returns the store's last error rather than the deadline's.
+	_, err := backoff.Retry(context.WithoutCancel(ctx), func() (struct{}, error) { return struct{}{}, s.store.Write(mctx, rows) },
+		backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(s.o.MarkTimeout),
+		backoff.WithNotify(func(err error, wait time.Duration) {
+			s.o.Logger.Warn("cannot record what was sent yet; retrying", "crossings", len(rows), "err", err, "retry_in", wait)
+		}))
+	if err != nil {
+		return fmt.Errorf("record the outcome of %d crossings: %w", len(rows), err)
 	}
+	return nil
 }
 
 // release drops the claims, even when ctx is done.
@@ -757,7 +754,7 @@ type view struct {
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
-	if row := live[0].row; len(live) > 1 || (row.State != StateDetected && isDigestID(row.MsgID)) {
+	if len(live) > 1 || resentDigest(live[0].row) {
 		return s.digest(live)
 	}
 	row := live[0].row
@@ -821,9 +818,9 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 	sort.Strings(keys)
 	id := Crossing{Rule: "digest", Subject: strings.Join(keys, ",")}.Key()
 	msgID := "<hitcount.digest." + id + "@" + domainOf(s.o.From) + ">"
-	if prev := rows[0].MsgID; rows[0].State != StateDetected && isDigestID(prev) {
-		msgID = prev
-		id, _, _ = strings.Cut(strings.TrimPrefix(prev, "<hitcount.digest."), "@")
+	if resentDigest(rows[0]) {
+		msgID = rows[0].MsgID
+		id, _, _ = strings.Cut(strings.TrimPrefix(msgID, "<hitcount.digest."), "@")
 	}
 	var text, html bytes.Buffer
 	fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))

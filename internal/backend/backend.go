@@ -115,20 +115,16 @@ func migrate(ctx context.Context, s *sink.Sink, log *slog.Logger) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 10 * time.Second
-	bo.Reset()
-	for {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := s.Migrate(ctx)
-		if err == nil || !sink.Unavailable(err) || ctx.Err() != nil {
-			return err
+		if err != nil && !sink.Unavailable(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		wait := bo.NextBackOff()
+		return struct{}{}, err
+	}, backoff.WithBackOff(bo), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, wait time.Duration) {
 		log.Warn("clickhouse could not answer while bringing the schema up to date; retrying", "err", err, "retry_in", wait)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-	}
+	}))
+	return err
 }
 
 // LibraryPath finds libchdb.so: embedded.library, $HITCOUNT_CHDB_LIB, the
