@@ -198,10 +198,7 @@ func (k *sweeperKit) merge() {
 func newKit(t *testing.T, e *env, digestAfter int) *sweeperKit {
 	k := &sweeperKit{t: t, e: e, store: alerts.NewStore(e.store, e.db)}
 	k.opts = alerts.Options{From: "hitcount <alerts@example.com>", Owner: "t", DigestAfter: digestAfter,
-		Clock: func(ctx context.Context) (time.Time, error) {
-			now, err := k.store.Now(ctx)
-			return now.Add(k.ahead), err
-		}}
+		Clock: aheadClock(k.store, &k.ahead)}
 	return k
 }
 

@@ -155,10 +155,7 @@ func TestSMTPFaults(t *testing.T) {
 			// Retries are due by the store's clock: the test moves it ahead.
 			store := alerts.NewStore(e.store, e.db)
 			var ahead time.Duration
-			clock := func(ctx context.Context) (time.Time, error) {
-				now, err := store.Now(ctx)
-				return now.Add(ahead), err
-			}
+			clock := aheadClock(store, &ahead)
 			sw := alerts.NewSweeper(store, mustCompile(t, rulesYAML), claims, sender,
 				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "test", Clock: clock})
 			res, err := sw.Sweep(context.Background())

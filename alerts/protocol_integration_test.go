@@ -57,6 +57,15 @@ func (m *mailbox) ids() []string {
 	return out
 }
 
+// aheadClock is the store's clock moved ahead by *ahead: how a test makes a
+// retry due without waiting for it (decisions read the store's clock).
+func aheadClock(store *alerts.Store, ahead *time.Duration) func(context.Context) (time.Time, error) {
+	return func(ctx context.Context) (time.Time, error) {
+		now, err := store.Now(ctx)
+		return now.Add(*ahead), err
+	}
+}
+
 func (e *env) localClaims() *alerts.LocalClaims {
 	e.t.Helper()
 	c, err := alerts.OpenLocalClaims(e.t.TempDir(), time.Now)
@@ -336,10 +345,7 @@ func TestLateReplyAfterDataSentOnceMore(t *testing.T) {
 			before := len(srv.Messages(t))
 			store := alerts.NewStore(e.store, e.db)
 			var ahead time.Duration
-			clock := func(ctx context.Context) (time.Time, error) {
-				now, err := store.Now(ctx)
-				return now.Add(ahead), err
-			}
+			clock := aheadClock(store, &ahead)
 			sender := alerts.NewSMTP(alerts.SMTPOptions{Host: "127.0.0.1", Port: srv.Port(), TLS: "none", Timeout: time.Second})
 			sw := alerts.NewSweeper(store, e.rules(lifetimeYAML), e.localClaims(), sender,
 				alerts.Options{From: "hitcount <alerts@example.com>", Owner: "t", Clock: clock})
@@ -429,10 +435,7 @@ func TestUnansweredResendRecordedWithoutItsClaim(t *testing.T) {
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
 		store := alerts.NewStore(e.store, e.db)
 		var ahead time.Duration
-		clock := func(ctx context.Context) (time.Time, error) {
-			now, err := store.Now(ctx)
-			return now.Add(ahead), err
-		}
+		clock := aheadClock(store, &ahead)
 		claims := &lapsing{Claimer: e.localClaims()}
 		var sends int
 		unanswered := alerts.SenderFunc(func(context.Context, *alerts.Message) (bool, error) {
@@ -469,10 +472,7 @@ func TestResendAfterNoReplyKilledIsTheLast(t *testing.T) {
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
 		store := alerts.NewStore(e.store, e.db)
 		var ahead time.Duration
-		clock := func(ctx context.Context) (time.Time, error) {
-			now, err := store.Now(ctx)
-			return now.Add(ahead), err
-		}
+		clock := aheadClock(store, &ahead)
 		box := &mailbox{}
 		var calls int
 		sender := alerts.SenderFunc(func(ctx context.Context, m *alerts.Message) (bool, error) {
