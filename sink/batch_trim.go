@@ -17,7 +17,7 @@ func (b *Batch) TimeRange() (lo, hi int64) {
 // Span is the batch's lines as the store is asked about them.
 func (b *Batch) Span() Span {
 	lo, hi := b.TimeRange()
-	return Span{First: b.First, Last: b.Last, MinTS: lo, MaxTS: hi}
+	return Span{First: b.First, Last: b.Last, MinTS: lo, MaxTS: hi, RejectsAt: b.RejectsTime().Unix()}
 }
 
 // Drop removes the rows and reject samples the store already holds, so the

@@ -69,7 +69,11 @@ func TestSpan(t *testing.T) {
 	for i, ts := range []int64{1_800_000_050, 1_800_000_010, 1_800_000_090} {
 		b.Add(testHit(ts), int64(i*10), int64(i*10+10))
 	}
-	if s := b.Span(); s != (Span{First: 0, Last: 20, MinTS: 1_800_000_010, MaxTS: 1_800_000_090}) {
+	b.ReadAt = time.Unix(1_800_000_100, 500_000_000)
+	if s := b.Span(); s != (Span{First: 0, Last: 20, MinTS: 1_800_000_010, MaxTS: 1_800_000_090, RejectsAt: 1_800_000_100}) {
 		t.Errorf("span %+v", s)
+	}
+	if at := b.Span().RejectsAt; at != b.RejectsTime().Unix() {
+		t.Errorf("span's rejects' stamp %d, the batch stamps them %d: a batch read again from its record would differ", at, b.RejectsTime().Unix())
 	}
 }

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -26,11 +27,12 @@ import (
 //
 // Where the resume point comes from: a replica may not yet have fetched a
 // part that another replica acknowledged. Before reading a source's committed
-// offset the collector runs SYSTEM SYNC REPLICA on ingest_progress_local and
-// reads it on the same connection: the replica has then fetched every part
-// committed so far, or the call fails (a part only a stopped replica has) and
-// the collector waits and tries again instead of cutting batches that would
-// duplicate it.
+// offset the collector waits until its replica of ingest_progress_local is
+// complete (replica.go) and reads it on the same connection. When a part
+// exists only on a replica that is down, the wait ends, bounded, with an
+// *IncompleteError and what this replica has: the collector then resumes a
+// source from its own record of what was acknowledged, or waits for that one
+// source (internal/collector, settle).
 
 var (
 	createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) \(`)
@@ -81,20 +83,33 @@ func (s *Sink) table(name string) string {
 	return s.db + "." + name
 }
 
-// syncedRead runs SYSTEM SYNC REPLICA on the local progress table and then fn
-// on the same connection, so fn reads a replica that has every committed part.
-func (s *Sink) syncedRead(ctx context.Context, fn func(c *sql.Conn) error) error {
+// replicaRead waits (a bounded wait, see replica.go) until this server's
+// replica of each of tables (names without database or suffix) is complete,
+// then runs fn on the same connection. When one lacks parts it cannot fetch,
+// fn runs all the same if partial is set, and the *IncompleteError is
+// returned with fn's result: the caller decides whether a read without those
+// parts will do.
+func (s *Sink) replicaRead(ctx context.Context, tables []string, partial bool, fn func(c *sql.Conn) error) error {
 	c, err := s.pinned.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	sctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
-	defer cancel()
-	if _, err := c.ExecContext(sctx, "SYSTEM SYNC REPLICA "+s.table("ingest_progress")); err != nil {
-		return fmt.Errorf("sync replica (a part may be on a replica that is down): %w", err)
+	var incomplete error
+	for _, t := range tables {
+		err := s.awaitReplica(ctx, c, s.table(t), min(s.insertTimeout, replicaWait))
+		if err == nil {
+			continue
+		}
+		if !partial || !errors.As(err, new(*IncompleteError)) {
+			return err
+		}
+		incomplete = errors.Join(incomplete, err)
 	}
-	return fn(c)
+	if err := fn(c); err != nil {
+		return err
+	}
+	return incomplete
 }
 
 // Cluster is the cluster name, "" on a single server.

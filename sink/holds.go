@@ -13,6 +13,12 @@ import (
 type Span struct {
 	First, Last  int64
 	MinTS, MaxTS int64
+	// RejectsAt is the time (Unix seconds) the batch's rejects are stamped
+	// with (Batch.RejectsTime), so that the batch read again after a restart
+	// is the same block, rejects included, and a store that drops an
+	// identical block (a replicated table: by checksum, on any replica)
+	// drops it; 0 when unknown (a record of an older version).
+	RejectsAt int64
 }
 
 // Held is what the store holds of a span: the offsets present in hits and in
@@ -53,13 +59,10 @@ func (s *Sink) Holds(ctx context.Context, source uint64, span Span) (Held, error
 	}
 	var err error
 	if s.cluster != "" {
-		// A replica may not have fetched a part another one committed.
-		err = s.syncedRead(ctx, func(c *sql.Conn) error {
-			for _, t := range []string{"hits", "rejects"} {
-				if _, err := c.ExecContext(ctx, "SYSTEM SYNC REPLICA "+s.table(t)); err != nil {
-					return fmt.Errorf("sync replica of %s: %w", t, err)
-				}
-			}
+		// A replica may not have fetched a part another one committed: what
+		// it lacks could be these very lines, so an incomplete replica is
+		// an error here (the caller waits, for this one source).
+		err = s.replicaRead(ctx, []string{"hits", "rejects"}, false, func(c *sql.Conn) error {
 			return read(func(q string, args ...any) (rowIter, error) { return c.QueryContext(ctx, q, args...) })
 		})
 	} else {

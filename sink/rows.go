@@ -2,7 +2,11 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -55,39 +59,79 @@ func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]a
 	return nil
 }
 
-// syncedTables are what a sweep reads: its state, where a read must see
-// every write any sweeper made on whichever replica, and its inputs, where a
-// part another replica has not shipped yet would make a count low and a
-// crossing late (or, past sweep.lateness, missed).
+// What a sweep reads, in cluster mode, and how complete its replica must be.
 //
-// The sync covers this server's shard only: the sweeper writes crossings
-// into its own shard's replicated table, and reads every shard through the
-// Distributed table, whose other shards' replicas it does not sync. With
-// several shards, every sweeper must therefore list the replicas of one and
-// the same shard (README, Cluster mode): then all crossing rows live on that
-// shard, and the sync before each read sees every replica's writes.
-var syncedTables = []string{"crossings", "sweeps", "hits_touched", "hits_1m", "hits_1d"}
+// stateTables are its state: a read must see every write any sweeper made,
+// on whichever replica; a crossing's row that only a replica that is down
+// holds could have its email sent again, so a sweep waits (fails, and is
+// tried again on schedule) while its replica lacks one of their parts.
+//
+// inputTables are the counts: a part not fetched yet makes a count low and
+// a crossing late, never one sent twice. A sweep goes on without a part no
+// active replica has, so that every rule whose hits are elsewhere still
+// sends; the replica's state says so (Incomplete: /readyz, the metrics), and
+// a crossing in that part is found once it is back within sweep.lateness,
+// or at the page's next hit.
+var (
+	stateTables = []string{"crossings", "sweeps"}
+	inputTables = []string{"hits_touched", "hits_1m", "hits_1d"}
+)
 
-// selectSynced is Select in cluster mode: on one connection, it first syncs
-// the local replica of each of those tables the query reads, then runs the
-// query there; the Distributed tables read this server's replica first
-// (prefer_localhost_replica). While a part exists only on a stopped replica
-// the sync fails, and so does the sweep: it is tried again on schedule.
+// localRE finds the schema's tables in a query.
+var localRE = regexp.MustCompile(`\b(hits|rejects|sources|ingest_progress|hits_1m|hits_touched|hits_1d|crossings|sweeps)\b`)
+
+// selectSynced is Select in cluster mode, on one connection: it waits for
+// this server's replica of each table the query reads, then runs the query
+// on the replicated tables themselves (<name>_local), so that what is read
+// is the replica just checked. Through the Distributed table a read may be
+// served by another replica that was never checked: with
+// prefer_localhost_replica=0, or when the server does not recognise itself
+// in remote_servers (NAT, a container's port mapping, a service address).
+// With several shards the inputs are on every shard and are read through
+// the Distributed tables, which the sink refuses unless this server is
+// listed as local in its cluster (localShard); every sweeper must then list
+// the replicas of one and the same shard (README, Cluster mode), where the
+// state lives.
 func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
+	shards, err := s.localShard(ctx)
+	if err != nil {
+		return err
+	}
+	reads := func(t string) bool {
+		return strings.Contains(q, s.db+"."+t+" ") || strings.HasSuffix(q, s.db+"."+t) || strings.Contains(q, s.db+"."+t+")")
+	}
+	var state, inputs []string
+	for _, t := range stateTables {
+		if reads(t) {
+			state = append(state, t)
+		}
+	}
+	for _, t := range inputTables {
+		if reads(t) {
+			inputs = append(inputs, t)
+		}
+	}
+	q = s.localTables(q, shards)
 	c, err := s.pinned.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, t := range syncedTables {
-		if !strings.Contains(q, s.db+"."+t+" ") && !strings.HasSuffix(q, s.db+"."+t) {
+	bound := min(s.insertTimeout, replicaWait)
+	for _, t := range state {
+		if err := s.awaitReplica(ctx, c, s.table(t), bound); err != nil {
+			return fmt.Errorf("the sweeper's state: %w", err)
+		}
+	}
+	for _, t := range inputs {
+		err := s.awaitReplica(ctx, c, s.table(t), bound)
+		var inc *IncompleteError
+		if errors.As(err, &inc) {
+			s.logger().Warn("sweeping without parts this replica cannot fetch now: a crossing they hold comes once they are back", "err", err)
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
-		_, err := c.ExecContext(sctx, "SYSTEM SYNC REPLICA "+s.table(t))
-		cancel()
 		if err != nil {
-			return fmt.Errorf("sync replica of %s (a write may be on a replica that is down): %w", t, err)
+			return err
 		}
 	}
 	rows, err := c.QueryContext(ctx, q, args...)
@@ -101,4 +145,50 @@ func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(s
 		}
 	}
 	return rows.Err()
+}
+
+// localTables rewrites q to read the replicated tables of this server: all
+// of them on one shard; with several, the state only.
+func (s *Sink) localTables(q string, shards int) string {
+	prefix := regexp.QuoteMeta(s.db + ".")
+	re := regexp.MustCompile(prefix + localRE.String())
+	return re.ReplaceAllStringFunc(q, func(m string) string {
+		name := strings.TrimPrefix(m, s.db+".")
+		if shards > 1 && !slices.Contains(stateTables, name) {
+			return m
+		}
+		return m + "_local"
+	})
+}
+
+// localShard reads, once, how many shards the cluster has and checks that
+// this server is one of its replicas as remote_servers lists them: a
+// Distributed read prefers the local replica only when it recognises it.
+func (s *Sink) localShard(ctx context.Context) (int, error) {
+	s.topo.Lock()
+	defer s.topo.Unlock()
+	if s.topo.shards > 0 {
+		return s.topo.shards, nil
+	}
+	var shards, local uint64
+	err := s.conn.QueryRow(ctx, "SELECT uniqExact(shard_num), countIf(is_local) FROM system.clusters WHERE cluster = ?", s.cluster).Scan(&shards, &local)
+	if err != nil {
+		return 0, fmt.Errorf("read cluster %s: %w", s.cluster, err)
+	}
+	if shards == 0 {
+		return 0, fmt.Errorf("cluster %s is not in the server's remote_servers", s.cluster)
+	}
+	if shards > 1 && local == 0 {
+		return 0, fmt.Errorf("cluster %s has %d shards and this server is none of its replicas as remote_servers lists them (a NAT or port-mapped address?): "+
+			"a read through its Distributed tables could be served by a replica this sweeper never checked; list the server by the address it listens on, or run the sweeper with one shard", s.cluster, shards)
+	}
+	s.topo.shards = int(shards)
+	return s.topo.shards, nil
+}
+
+func (s *Sink) logger() *slog.Logger {
+	if s.log != nil {
+		return s.log
+	}
+	return slog.Default()
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,11 @@ type Sink struct {
 	insertTimeout time.Duration
 	log           *slog.Logger
 	dedup         atomic.Pointer[Dedup] // what the tables do with a re-sent batch, read by Migrate
+	replicas      replicaState          // cluster mode: what the last wait for each replica found
+	topo          struct {
+		sync.Mutex
+		shards int // the cluster's, once read (localShard)
+	}
 }
 
 var hitsColumns = HitsColumns
@@ -283,16 +289,22 @@ func (s *Sink) Settle(ctx context.Context, source uint64) (int64, bool, error) {
 		}
 	}
 	if s.cluster != "" {
+		// An incomplete replica (a part only a replica that is down has)
+		// still answers what it has, with the *IncompleteError: the
+		// collector may know more of the source itself.
 		var off uint64
 		var n uint64
-		err := s.syncedRead(ctx, func(c *sql.Conn) error {
+		err := s.replicaRead(ctx, []string{"ingest_progress"}, true, func(c *sql.Conn) error {
 			return c.QueryRowContext(ctx, "SELECT count(), max(o) FROM (SELECT maxMerge(max_offset) AS o FROM "+s.table("ingest_progress")+
 				" WHERE source_id = ? GROUP BY source_id)", source).Scan(&n, &off)
 		})
-		if err != nil {
+		if err != nil && !errors.As(err, new(*IncompleteError)) {
 			return 0, false, fmt.Errorf("settle source %016x: %w", source, err)
 		}
-		return int64(off), n > 0, nil
+		if err != nil {
+			err = fmt.Errorf("settle source %016x: %w", source, err)
+		}
+		return int64(off), n > 0, err
 	}
 	rows, err := s.conn.Query(ctx, "SELECT maxMerge(max_offset) FROM "+s.db+".ingest_progress WHERE source_id = ? GROUP BY source_id", source)
 	if err != nil {
@@ -328,7 +340,7 @@ type Progress struct {
 func (s *Sink) Committed(ctx context.Context) (Progress, error) {
 	p := Progress{Offsets: map[uint64]int64{}, Sites: map[string]bool{}}
 	if s.cluster != "" {
-		err := s.syncedRead(ctx, func(c *sql.Conn) error {
+		err := s.replicaRead(ctx, []string{"ingest_progress"}, true, func(c *sql.Conn) error {
 			rows, err := c.QueryContext(ctx, "SELECT site, source_id, maxMerge(max_offset) FROM "+s.table("ingest_progress")+" GROUP BY site, source_id")
 			if err != nil {
 				return err

@@ -197,14 +197,26 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 }
 
 // Ready reports whether the collector has loaded ClickHouse's committed
-// offsets and its last contact with ClickHouse succeeded.
+// offsets, its last contact with ClickHouse succeeded, and (cluster mode)
+// its replica lacks no part it cannot fetch.
 func (c *Collector) Ready() error {
+	if r, ok := c.ins.(replicaChecker); ok {
+		if err := r.ReplicaProblem(); err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
 		return errors.New("not connected to the store, or offsets not loaded yet")
 	}
 	return nil
+}
+
+// replicaChecker is a store with replicas (a cluster) that can be incomplete.
+type replicaChecker interface {
+	ReplicaProblem() error
+	RecheckReplicas(ctx context.Context)
 }
 
 func (c *Collector) setReady(ok bool) {
@@ -253,6 +265,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		c.scan(ctx, &wg, first)
 		first = false
 		c.updateGauges()
+		if r, ok := c.ins.(replicaChecker); ok {
+			r.RecheckReplicas(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			c.log.Info("collector stopping: flushing batches in flight")
@@ -267,7 +282,18 @@ func (c *Collector) loadCommitted(ctx context.Context) error {
 	bo := newBackoff()
 	for {
 		p, err := c.ins.Committed(ctx)
+		var inc *sink.IncompleteError
+		if errors.As(err, &inc) {
+			// What this replica has, and the sites this collector shipped
+			// lines of itself, decide start_at: end; each source then asks
+			// for its own offset (settle).
+			c.log.Warn("the store's replica lacks parts it cannot fetch now; starting with what it has", "err", err)
+			err = nil
+		}
 		if err == nil {
+			for _, s := range c.positions.ackedSites() {
+				p.Sites[s] = true
+			}
 			// Offsets are asked of the store per source as each file opens
 			// (Settle); kept here they would only grow with every file ever
 			// shipped.
@@ -352,8 +378,27 @@ func (c *Collector) ack(b *sink.Batch) {
 // ends.
 func (c *Collector) settle(ctx context.Context, source uint64) (int64, bool, error) {
 	bo := newBackoff()
+	warned := false
 	for {
 		off, ok, err := c.ins.Settle(ctx, source)
+		var inc *sink.IncompleteError
+		if errors.As(err, &inc) {
+			// The replica lacks parts a replica that is down holds: they
+			// may hold this source's last lines. This collector's own
+			// record of what the store acknowledged says where it stopped
+			// (one collector per file: nobody else ships it), so the source
+			// goes on; one it has no record of waits for the parts.
+			if acked, known := c.positions.getAcked(source); known {
+				c.log.Warn("resuming from this collector's record of what the store acknowledged", "source_id", source, "acked", acked, "replica_has", off, "err", err)
+				if !ok || acked > off {
+					off, ok = acked, true
+				}
+				err = nil
+			} else if !warned {
+				c.log.Warn("a source this collector has no record of waits until the store's replica has every part", "source_id", source, "err", err)
+				warned = true
+			}
+		}
 		if err == nil {
 			c.setReady(true)
 			c.mu.Lock()

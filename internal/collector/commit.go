@@ -104,7 +104,7 @@ func (s *shipper) commit(ctx, insertCtx context.Context, b *sink.Batch) error {
 	}
 	s.c.ack(b)
 	s.c.setReady(true)
-	if err := s.c.positions.clearInFlight(b.SourceID); err != nil {
+	if err := s.c.positions.clearInFlight(b.SourceID, b.Site, b.Last); err != nil {
 		s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
 	}
 	if m := s.c.m; m != nil {

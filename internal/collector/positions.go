@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -16,14 +17,18 @@ import (
 // positions is a local hint, never the truth of what was shipped (that is in
 // ClickHouse): where a source first seen with start_at: end started, so that a
 // crash before its first insert does not move the start to a later end and
-// skip the lines in between; and each source's batch in flight (see
-// positionsFile.InFlight). Written atomically; missing means empty; corrupt
-// is a loud error naming the file.
+// skip the lines in between; each source's batch in flight (see
+// positionsFile.InFlight); and what the store last acknowledged of each
+// source, for when the store cannot answer in full (positionsFile.Acked).
+// Written atomically; missing means empty; corrupt is a loud error naming
+// the file.
 type positions struct {
 	path     string
 	mu       sync.Mutex
 	m        map[uint64]int64
 	inFlight map[uint64]sink.Span
+	acked    map[uint64]int64
+	sites    map[string]bool
 	// absent is when each source with an entry was last missed by a scan
 	// (in memory: a restart starts the clock again, which only keeps an
 	// entry longer).
@@ -37,7 +42,15 @@ type positionsFile struct {
 	// InFlight is each source's batch handed to the store and not yet
 	// acknowledged, [first line, last line, min ts, max ts]: after a crash
 	// its outcome is learnt from the store (see shipper).
-	InFlight map[string][4]int64 `json:"in_flight,omitempty"`
+	InFlight map[string][5]int64 `json:"in_flight,omitempty"`
+	// Acked is the last line of each source the store acknowledged, and
+	// Sites the sites with any: written with the in-flight record's clearing
+	// (no write of its own). The store stays the truth; these are read only
+	// when a cluster replica lacks parts it cannot fetch (a replica that
+	// holds them is down), so that a source this collector shipped goes on
+	// from where it knows it stopped instead of waiting for that replica.
+	Acked map[string]int64 `json:"acked,omitempty"`
+	Sites []string         `json:"sites,omitempty"`
 }
 
 func loadPositions(dir string) (*positions, error) {
@@ -47,7 +60,8 @@ func loadPositions(dir string) (*positions, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{}, absent: map[uint64]time.Time{}}
+	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{},
+		acked: map[uint64]int64{}, sites: map[string]bool{}, absent: map[uint64]time.Time{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
@@ -71,8 +85,19 @@ func loadPositions(dir string) (*positions, error) {
 		if err != nil {
 			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
 		}
-		// A record of an older version has no times: MaxTS 0, unknown.
-		p.inFlight[id] = sink.Span{First: v[0], Last: v[1], MinTS: v[2], MaxTS: v[3]}
+		// A record of an older version has no times (MaxTS 0, unknown) and
+		// no time of its rejects (0: a replay stamps them anew).
+		p.inFlight[id] = sink.Span{First: v[0], Last: v[1], MinTS: v[2], MaxTS: v[3], RejectsAt: v[4]}
+	}
+	for k, v := range raw.Acked {
+		id, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
+		}
+		p.acked[id] = v
+	}
+	for _, site := range raw.Sites {
+		p.sites[site] = true
 	}
 	return p, nil
 }
@@ -121,20 +146,51 @@ func (p *positions) setInFlight(id uint64, span sink.Span) error {
 }
 
 // clearInFlight forgets a source's batch in flight once the store has
-// acknowledged it: a record left behind would be inserted again at the next
-// reopen of the source (a restart, or the gzip of a finished file under
-// delaycompress), and trust a deduplication window that may have passed.
-func (p *positions) clearInFlight(id uint64) error {
+// acknowledged it, up to its line at last, of site: a record left behind
+// would be inserted again at the next reopen of the source (a restart, or
+// the gzip of a finished file under delaycompress), and trust a
+// deduplication window that may have passed.
+func (p *positions) clearInFlight(id uint64, site string, last int64) error {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cur, ok := p.acked[id]; !ok || last > cur {
+		p.acked[id] = last
+	}
+	p.sites[site] = true
 	if _, ok := p.inFlight[id]; !ok {
 		return nil
 	}
 	delete(p.inFlight, id)
 	return p.save()
+}
+
+// getAcked returns the last line of a source the store acknowledged to this
+// collector, if it has a record of it.
+func (p *positions) getAcked(id uint64) (int64, bool) {
+	if p == nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.acked[id]
+	return v, ok
+}
+
+// ackedSites lists the sites this collector has had lines of acknowledged.
+func (p *positions) ackedSites() []string {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for s := range p.sites {
+		out = append(out, s)
+	}
+	return out
 }
 
 func (p *positions) getInFlight(id uint64) (sink.Span, bool) {
@@ -181,10 +237,17 @@ func (p *positions) prune(present map[uint64]bool, now time.Time, after time.Dur
 			changed = true
 		}
 	}
+	for id := range p.acked {
+		if check(id) {
+			delete(p.acked, id)
+			changed = true
+		}
+	}
 	for id := range p.absent {
 		_, a := p.m[id]
 		_, b := p.inFlight[id]
-		if !a && !b {
+		_, c := p.acked[id]
+		if !a && !b && !c {
 			delete(p.absent, id)
 		}
 	}
@@ -195,13 +258,20 @@ func (p *positions) prune(present map[uint64]bool, now time.Time, after time.Dur
 }
 
 func (p *positions) save() error {
-	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][4]int64{}}
+	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][5]int64{}, Acked: map[string]int64{}}
 	for k, v := range p.m {
 		f.Start[strconv.FormatUint(k, 16)] = v
 	}
 	for k, v := range p.inFlight {
-		f.InFlight[strconv.FormatUint(k, 16)] = [4]int64{v.First, v.Last, v.MinTS, v.MaxTS}
+		f.InFlight[strconv.FormatUint(k, 16)] = [5]int64{v.First, v.Last, v.MinTS, v.MaxTS, v.RejectsAt}
 	}
+	for k, v := range p.acked {
+		f.Acked[strconv.FormatUint(k, 16)] = v
+	}
+	for s := range p.sites {
+		f.Sites = append(f.Sites, s)
+	}
+	sort.Strings(f.Sites)
 	data, err := json.Marshal(f)
 	if err != nil {
 		return err

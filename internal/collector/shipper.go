@@ -57,6 +57,9 @@ type shipper struct {
 	// inserts into: the first batch is read to exactly that line, whatever
 	// the batch size, so it is identical and carries the same id.
 	replayUntil int64
+	// replayRejectsAt is the replayed batch's rejects' stamp (Unix seconds,
+	// 0: unknown), so that it is the same block as the one in flight.
+	replayRejectsAt int64
 	// held are lines of a batch in flight when the previous process
 	// stopped that the store turned out to hold: read past, not sent again.
 	held map[int64]bool
@@ -246,6 +249,9 @@ func (s *shipper) startBackfill() Progress {
 func (s *shipper) markRead(b *sink.Batch) {
 	if b.Lines == 0 {
 		b.ReadAt = s.c.opts.Now()
+		if s.replayUntil >= 0 && s.replayRejectsAt > 0 {
+			b.ReadAt = time.Unix(s.replayRejectsAt, 0)
+		}
 		s.c.mu.Lock()
 		s.c.unshipped[b] = b.ReadAt
 		s.c.mu.Unlock()

@@ -32,5 +32,12 @@ func NewCollector(cfg *config.Config, store collector.Inserter, log *slog.Logger
 	if bars := termprogress.ForStderr(); bars != nil {
 		opts.Backfill = func(path string, start, size int64) collector.Progress { return bars(path, start, size) }
 	}
+	if r, ok := store.(interface {
+		RegisterMetrics(prometheus.Registerer) error
+	}); ok {
+		if err := r.RegisterMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	return collector.New(store, opts)
 }

@@ -28,6 +28,7 @@ type Sweep struct {
 	rules  int
 	log    *slog.Logger
 	keeper *alerts.KeeperClaims
+	b      *backend.Backend
 	close  []func() error
 
 	mu      sync.Mutex
@@ -45,7 +46,10 @@ func NewSweep(ctx context.Context, cfg *config.Config, b *backend.Backend, log *
 	if err != nil {
 		return nil, err
 	}
-	s := &Sweep{every: cfg.Sweep.Every.Duration, rules: len(rules), log: log, lastErr: errors.New("no sweep finished yet")}
+	s := &Sweep{every: cfg.Sweep.Every.Duration, rules: len(rules), log: log, b: b, lastErr: errors.New("no sweep finished yet")}
+	if err := b.RegisterMetrics(reg); err != nil {
+		return nil, err
+	}
 	var claims alerts.Claimer
 	switch {
 	case dryRun:
@@ -149,6 +153,9 @@ func (s *Sweep) Ready() error {
 		if err := s.keeper.Healthy(); err != nil {
 			return fmt.Errorf("not sending: %w", err)
 		}
+	}
+	if err := s.b.ReplicaProblem(); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
