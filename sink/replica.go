@@ -145,6 +145,9 @@ func awaitReplica(ctx context.Context, c *sql.Conn, db, name string) error {
 			stuck := 0
 			for _, p := range parts {
 				if awaited[p.Name] {
+					// A failure from before every replica was back says
+					// nothing now: it is tried again shortly.
+					p.Unfetchable = p.Unfetchable && active < total
 					still = append(still, p)
 					if p.Unfetchable {
 						stuck++
