@@ -47,6 +47,8 @@ type Sink struct {
 	insertTimeout time.Duration
 	log           *slog.Logger
 	dedup         atomic.Pointer[Dedup] // what the tables do with a re-sent batch, read by Migrate
+	opts          Options               // as opened, defaults filled: cluster mode connects to each replica with them
+	comp          *clickhouse.Compression
 }
 
 var hitsColumns = HitsColumns
@@ -87,24 +89,12 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 }
 
 func open(ctx context.Context, o Options, comp *clickhouse.Compression, database string) (*Sink, error) {
-	copts := &clickhouse.Options{
-		Addr:        o.Addr,
-		Auth:        clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
-		TLS:         o.TLS,
-		Compression: comp,
-		DialTimeout: o.DialTimeout,
-		// The socket read timeout bounds every call; an insert is bounded
-		// separately by its context.
-		ReadTimeout:     o.InsertTimeout,
-		MaxOpenConns:    8,
-		MaxIdleConns:    4,
-		ConnMaxLifetime: time.Hour,
-	}
+	copts := clientOptions(o, comp, database)
 	conn, err := clickhouse.Open(copts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
 	}
-	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger, opts: o, comp: comp}
 	if o.Cluster != "" {
 		s.pinned = clickhouse.OpenDB(copts)
 	}
@@ -113,6 +103,33 @@ func open(ctx context.Context, o Options, comp *clickhouse.Compression, database
 		return nil, err
 	}
 	return s, nil
+}
+
+// clientOptions are the client's options for the servers of o, in a
+// session on database.
+func clientOptions(o Options, comp *clickhouse.Compression, database string) *clickhouse.Options {
+	return &clickhouse.Options{
+		Addr:         o.Addr,
+		Auth:         clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
+		TLS:          o.TLS,
+		Compression:  comp,
+		DialTimeout:  o.DialTimeout,
+		DialStrategy: dialInOrder,
+		// The socket read timeout bounds every call; an insert is bounded
+		// separately by its context.
+		ReadTimeout:     o.InsertTimeout,
+		MaxOpenConns:    8,
+		MaxIdleConns:    4,
+		ConnMaxLifetime: time.Hour,
+	}
+}
+
+// logger is where the sink says what it finds and does.
+func (s *Sink) logger() *slog.Logger {
+	if s.log == nil {
+		return slog.Default()
+	}
+	return s.log
 }
 
 // Connect is Open retried until the server answers or ctx ends: a collector

@@ -1,0 +1,133 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/testenv"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// Cluster mode with a replica down, on a fresh database: Migrate creates
+// the schema on each replica it reaches and does not wait for the one that
+// is down (an ON CLUSTER statement waits distributed_ddl_task_timeout, 180 s
+// by default, for it); the next Migrate after it is back gives it every
+// table, and it fetches the rows inserted meanwhile from the other replica.
+// Whichever place the down replica has in the addresses: last, its
+// "connection refused" must not hide that the first one answered that the
+// database does not exist yet.
+func TestClusterMigrateReplicaDown(t *testing.T) {
+	zk := testenv.ZooKeeper(t)
+	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
+	r1, r2 := servers[0], servers[1]
+	for i, tc := range []struct {
+		name  string
+		addrs []string
+	}{
+		{"down replica first", []string{r2.Addr(), r1.Addr()}},
+		{"down replica last", []string{r1.Addr(), r2.Addr()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := fmt.Sprintf("hc%d", i)
+			r2.Stop()
+			down := true
+			defer func() {
+				if down { // a failed case leaves the next one both replicas
+					r2.Start()
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			s := openCluster(t, ctx, db, tc.addrs...)
+
+			// A server that waited for r2 would hold Migrate for
+			// minutes: 30 s says it did.
+			mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
+			t0 := time.Now()
+			err := s.Migrate(mctx)
+			took := time.Since(t0)
+			mcancel()
+			t.Logf("migrate with replica r2 down: %v (err %v)", took.Round(time.Millisecond), err)
+			if err != nil {
+				t.Fatalf("migrate with replica r2 down: %v after %v", err, took.Round(time.Millisecond))
+			}
+			if took > 10*time.Second {
+				t.Errorf("migrate with replica r2 down took %v", took)
+			}
+			want := tablesOn(t, ctx, r1, db)
+			if len(want) == 0 {
+				t.Fatal("r1 has no tables after migrate")
+			}
+			b := resendBatch(0xd0e1)
+			if err := s.Insert(ctx, b); err != nil {
+				t.Fatalf("insert with r2 down: %v", err)
+			}
+
+			r2.Start()
+			down = false
+			t0 = time.Now()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatalf("migrate with both replicas up: %v", err)
+			}
+			t.Logf("migrate with r2 back: %v", time.Since(t0).Round(time.Millisecond))
+			if got := tablesOn(t, ctx, r2, db); !slices.Equal(got, want) {
+				t.Fatalf("r2 after migrate has tables %v; want %v", got, want)
+			}
+			checkRows(t, ctx, r2, db, b.Rows(), len(b.Rejects))
+		})
+	}
+}
+
+// openCluster opens a cluster-mode sink on database db over addrs, without
+// migrating.
+func openCluster(t *testing.T, ctx context.Context, db string, addrs ...string) *sink.Sink {
+	t.Helper()
+	s, err := sink.Open(ctx, sink.Options{Addr: addrs, Database: db, Cluster: "web", DialTimeout: time.Second, InsertTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// tablesOn lists database db's tables on srv.
+func tablesOn(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServer, db string) []string {
+	t.Helper()
+	rows, err := srv.Conn(t).Query(ctx, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", db)
+	if err != nil {
+		t.Fatalf("tables on %s: %v", srv.Addr(), err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+// checkRows syncs srv's replicas of db's hits, rejects and hits_1m and checks it holds
+// hits rows and rejects rows, and the rollup their views wrote.
+func checkRows(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServer, db string, hits, rejects int) {
+	t.Helper()
+	conn := srv.Conn(t)
+	for _, tb := range []string{"hits_local", "rejects_local", "hits_1m_local"} {
+		if err := conn.Exec(ctx, "SYSTEM SYNC REPLICA "+db+"."+tb); err != nil {
+			t.Fatalf("%s: sync %s: %v", srv.Addr(), tb, err)
+		}
+	}
+	var h, r, rollup uint64
+	err := conn.QueryRow(ctx, fmt.Sprintf("SELECT (SELECT count() FROM %[1]s.hits_local), (SELECT count() FROM %[1]s.rejects_local), (SELECT sum(hits) FROM %[1]s.hits_1m_local)", db)).Scan(&h, &r, &rollup)
+	if err != nil {
+		t.Fatalf("%s: %v", srv.Addr(), err)
+	}
+	if h != uint64(hits) || r != uint64(rejects) || rollup != uint64(hits) {
+		t.Errorf("%s: %d hits, %d rejects, rollup %d; want %d, %d, %d", srv.Addr(), h, r, rollup, hits, rejects, hits)
+	}
+}
