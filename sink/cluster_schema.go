@@ -25,6 +25,11 @@ import (
 //     connection of its own; a server that does not answer is skipped with
 //     a warning. It then checks the server the pool is connected to, and
 //     fails only if that one lacks its schema.
+//   - An insert failing because a table or the database of the schema does
+//     not exist on the server the pool reached (UNKNOWN_TABLE 60,
+//     UNKNOWN_DATABASE 81: a replica rebuilt empty, or one that was down
+//     when the schema was made, taking over from one that died) creates the
+//     schema the same way and is sent once more.
 
 var (
 	createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) \(`)
@@ -127,4 +132,50 @@ func explainCreate(err error) error {
 		return fmt.Errorf("%w (this server lost its tables but its replica is still registered in ZooKeeper: remove that path, e.g. zkCli.sh deleteall, as 18.16 has no SYSTEM DROP REPLICA; then migrate again)", err)
 	}
 	return err
+}
+
+// schemaMissing reports whether err says a table or the database does not
+// exist on the server, and whether it was raised while pushing to a view
+// (after the table written to took the block).
+func schemaMissing(err error) (missing, afterTable bool) {
+	code, msg, ok := exception(err)
+	if !ok || code != 60 && code != 81 { // UNKNOWN_TABLE, UNKNOWN_DATABASE
+		return false, false
+	}
+	return true, strings.Contains(msg, inView)
+}
+
+// withSchema runs op; in cluster mode, when op failed because a table or
+// the database of the schema is missing on the server the pool reached,
+// it creates the schema where it is missing and runs op once more. Such a
+// failure comes before the server took anything, so running op again
+// sends nothing twice; one raised while pushing to a view (a view's table
+// missing) comes after the table took the block: the schema is created but
+// the error returned, for the caller to settle as any unknown outcome.
+func (s *Sink) withSchema(ctx context.Context, op func() error) error {
+	err := op()
+	missing, afterTable := schemaMissing(err)
+	if s.cluster == "" || !missing {
+		return err
+	}
+	s.logger().Warn("a table of the schema is missing on the replica the connection reached; creating the schema where it is missing", "err", err)
+	if cerr := s.repairSchema(ctx); cerr != nil {
+		return fmt.Errorf("%w (and creating the schema: %v)", err, cerr)
+	}
+	if afterTable {
+		return err
+	}
+	return op()
+}
+
+// repairSchema creates what is missing of the schema on every server of
+// the addresses and then on the one the pool reaches, one call at a time
+// (every shipper of a collector may hit the same missing table at once:
+// the later calls find it there).
+func (s *Sink) repairSchema(ctx context.Context) error {
+	s.repairMu.Lock()
+	defer s.repairMu.Unlock()
+	stmts := s.schemaStatements()
+	s.createOnReplicas(ctx, stmts)
+	return createOn(ctx, s.conn, s.db, stmts)
 }

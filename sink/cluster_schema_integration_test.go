@@ -3,9 +3,14 @@ package sink_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/sink"
@@ -81,6 +86,78 @@ func TestClusterMigrateReplicaDown(t *testing.T) {
 	}
 }
 
+// A replica rebuilt empty (its disk lost: data and metadata gone, its old
+// replica nodes removed from ZooKeeper, as an operator of 18.16 rebuilds
+// one) gets its tables when a sink fails over to it: the sink creates what
+// is missing on the server it reaches and the insert goes through, and the
+// replica fetches the rows it had before from the other one. A sink opened
+// on an existing database has it as its session's, so connecting to the
+// rebuilt replica fails (UNKNOWN_DATABASE); one opened before the database
+// existed (the first start) is in "default", connects, and the insert
+// fails.
+func TestClusterRebuiltReplica(t *testing.T) {
+	zks := testenv.ZooKeeper(t)
+	servers := testenv.ClickHouseCluster(t, zks, "web", 2)
+	r1, r2 := servers[0], servers[1]
+	for i, tc := range []struct {
+		name          string
+		openAfterMigr bool
+	}{
+		{"session on the database", true},
+		{"session on default", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := fmt.Sprintf("hc%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			s := openCluster(t, ctx, db, r1.Addr(), r2.Addr())
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if tc.openAfterMigr {
+				s = openCluster(t, ctx, db, r1.Addr(), r2.Addr())
+			}
+			before := resendBatch(0xb4f0)
+			if err := s.Insert(ctx, before); err != nil {
+				t.Fatal(err)
+			}
+
+			rebuild(t, zks, r2, "r2", db)
+			// The replica the sink inserts into dies: its pool fails
+			// over to r2.
+			r1.Stop()
+			down := true
+			defer func() {
+				if down { // a failed case leaves the next one both replicas
+					r1.Start()
+				}
+			}()
+			after := resendBatch(0xaf7e)
+			t0 := time.Now()
+			var err error
+			for time.Since(t0) < 30*time.Second {
+				if err = s.Insert(ctx, after); err == nil {
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			if err != nil {
+				t.Fatalf("insert into the rebuilt replica r2 (r1 down): still failing after %v: %v", time.Since(t0).Round(time.Second), err)
+			}
+			t.Logf("insert into the rebuilt replica r2 took %v", time.Since(t0).Round(time.Millisecond))
+
+			r1.Start()
+			down = false
+			for _, srv := range []*testenv.ClickHouseServer{r1, r2} {
+				checkRows(t, ctx, srv, db, before.Rows()+after.Rows(), len(before.Rejects)+len(after.Rejects))
+			}
+			if got, want := tablesOn(t, ctx, r2, db), tablesOn(t, ctx, r1, db); !slices.Equal(got, want) {
+				t.Errorf("rebuilt r2 has tables %v; r1 has %v", got, want)
+			}
+		})
+	}
+}
+
 // openCluster opens a cluster-mode sink on database db over addrs, without
 // migrating.
 func openCluster(t *testing.T, ctx context.Context, db string, addrs ...string) *sink.Sink {
@@ -131,3 +208,53 @@ func checkRows(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServer,
 		t.Errorf("%s: %d hits, %d rejects, rollup %d; want %d, %d, %d", srv.Addr(), h, r, rollup, hits, rejects, hits)
 	}
 }
+
+// rebuild does to srv (macro replica) what losing its disk and the 18.16
+// recovery do: the server stops, its data and metadata are gone, its
+// replica's nodes are removed from ZooKeeper (/clickhouse/tables/01/<db>/
+// <table>/replicas/<replica>, zkCli's deleteall: 18.16 has no SYSTEM DROP
+// REPLICA), and it starts empty.
+func rebuild(t *testing.T, zks *testenv.ZooKeeperServer, srv *testenv.ClickHouseServer, replica, db string) {
+	t.Helper()
+	srv.Stop()
+	if err := os.RemoveAll(filepath.Join(srv.Dir(), "data")); err != nil {
+		t.Fatal(err)
+	}
+	conn, _, err := zk.Connect([]string{zks.Addr()}, 4*time.Second, zk.WithLogger(zkQuiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	root := "/clickhouse/tables/01/" + db
+	tables, _, err := conn.Children(root)
+	if err != nil {
+		t.Fatalf("zookeeper %s: %v", root, err)
+	}
+	for _, tb := range tables {
+		if err := zkDeleteAll(conn, path.Join(root, tb, "replicas", replica)); err != nil {
+			t.Fatalf("remove the lost replica from zookeeper: %v", err)
+		}
+	}
+	srv.Start()
+}
+
+// zkDeleteAll removes p and everything under it (zkCli's deleteall).
+func zkDeleteAll(conn *zk.Conn, p string) error {
+	kids, _, err := conn.Children(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	for _, k := range kids {
+		if err := zkDeleteAll(conn, path.Join(p, k)); err != nil {
+			return err
+		}
+	}
+	if err := conn.Delete(p, -1); err != nil {
+		return fmt.Errorf("delete %s: %w", p, err)
+	}
+	return nil
+}
+
+type zkQuiet struct{}
+
+func (zkQuiet) Printf(string, ...any) {}

@@ -287,7 +287,7 @@ func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) 
 		}
 		if err := conn.Exec(ctx, stmt); err != nil {
 			first, _, _ := strings.Cut(stmt, "(")
-			return fmt.Errorf("%s: %w", strings.TrimSpace(first), err)
+			return fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
 		}
 	}
 	return nil

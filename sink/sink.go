@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,7 @@ type Sink struct {
 	dedup         atomic.Pointer[Dedup] // what the tables do with a re-sent batch, read by Migrate
 	opts          Options               // as opened, defaults filled: cluster mode connects to each replica with them
 	comp          *clickhouse.Compression
+	repairMu      sync.Mutex // one schema repair at a time (cluster_schema.go)
 }
 
 var hitsColumns = HitsColumns
@@ -218,14 +220,15 @@ func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 	ctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
 	defer cancel()
 	if b.Rows() > 0 {
-		if err := s.insertHits(s.queryContext(ctx, id, b.Renewed()), b); err != nil {
+		// withSchema: a replica rebuilt empty gets its tables (cluster_schema.go).
+		if err := s.withSchema(ctx, func() error { return s.insertHits(s.queryContext(ctx, id, b.Renewed()), b) }); err != nil {
 			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
 		}
 	}
 	// After the rows, so that a committed reject offset implies its batch's rows
 	// are committed (both feed ingest_progress).
 	if len(b.Rejects) > 0 {
-		if err := s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b); err != nil {
+		if err := s.withSchema(ctx, func() error { return s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b) }); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
 	}
