@@ -66,7 +66,8 @@ type ClickHouse struct {
 	InsertTimeout Duration `yaml:"insert_timeout"`
 	// Cluster selects cluster mode: the name of a cluster in the servers'
 	// remote_servers; the schema is replicated local tables plus Distributed
-	// tables, created ON CLUSTER (see sink/cluster.go).
+	// tables, created on each server of Addr by itself (see
+	// sink/cluster_schema.go).
 	Cluster string `yaml:"cluster"`
 
 	dir string // the config file's directory, for a relative PasswordFile

@@ -4,9 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"regexp"
-	"strings"
 )
 
 // Cluster mode. Every table of the schema becomes a local table on each
@@ -14,7 +11,7 @@ import (
 // /clickhouse/tables/{shard}/<db>/<name> and replica {replica} (the servers'
 // macros), and a Distributed table <name> over the cluster for reading. The
 // materialized views run on each server from hits_local into the local
-// rollups. Every statement runs ON CLUSTER.
+// rollups. Each server gets the schema by itself: see cluster_schema.go.
 //
 // Where inserts go: the collector inserts each batch as one block into
 // hits_local (and rejects_local) of the server it is connected to. A block
@@ -33,46 +30,6 @@ import (
 // *IncompleteError and what this replica has: the collector then resumes a
 // source from its own record of what was acknowledged, or waits for that one
 // source (internal/collector, settle).
-
-var (
-	createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+)\.(\w+) \(`)
-	engineRE      = regexp.MustCompile(`ENGINE = (\w*)MergeTree(\(([^\n]*)\))?\n`)
-	createViewRE  = regexp.MustCompile(`^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+)\.(\w+) TO (\w+)\.(\w+) AS`)
-	fromRE        = regexp.MustCompile(`FROM (\w+)\.(\w+) GROUP BY`)
-)
-
-// clusterSchema rewrites the single-server schema for a cluster.
-func clusterSchema(stmts []string, cluster string) []string {
-	on := " ON CLUSTER " + cluster
-	var out []string
-	for _, s := range stmts {
-		switch {
-		case strings.HasPrefix(s, "CREATE DATABASE"):
-			out = append(out, s+on)
-		case createTableRE.MatchString(s):
-			m := createTableRE.FindStringSubmatch(s)
-			db, name := m[1], m[2]
-			s = createTableRE.ReplaceAllString(s, "CREATE TABLE IF NOT EXISTS ${1}.${2}_local"+on+" (")
-			s = engineRE.ReplaceAllStringFunc(s, func(e string) string {
-				em := engineRE.FindStringSubmatch(e)
-				args := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s', '{replica}'", db, name)
-				if em[3] != "" {
-					args += ", " + em[3]
-				}
-				return "ENGINE = Replicated" + em[1] + "MergeTree(" + args + ")\n"
-			})
-			out = append(out, s, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s AS %s.%s_local ENGINE = Distributed(%s, %s, %s_local, rand())",
-				db, name, on, db, name, cluster, db, name))
-		case createViewRE.MatchString(s):
-			s = createViewRE.ReplaceAllString(s, "CREATE MATERIALIZED VIEW IF NOT EXISTS ${1}.${2}"+on+" TO ${3}.${4}_local AS")
-			s = fromRE.ReplaceAllString(s, "FROM ${1}.${2}_local GROUP BY")
-			out = append(out, s)
-		default:
-			panic("cluster schema: statement of unknown shape: " + s)
-		}
-	}
-	return out
-}
 
 // table is where the collector writes table: the local replicated table in
 // cluster mode.

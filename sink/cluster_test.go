@@ -1,27 +1,32 @@
 package sink
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
 // Every object of the schema exists once per server as a replicated local
 // table (or a view over local tables), and once as a Distributed table over
-// the cluster under the plain name the sweeper and operators query.
+// the cluster under the plain name the sweeper and operators query. Each
+// statement is for one server: none waits for the cluster (ON CLUSTER).
 func TestClusterSchema(t *testing.T) {
 	for _, f := range []features{{}, featuresOf(Version{Major: 24, Minor: 8})} {
 		stmts := clusterSchema(schema("hc", f), "web")
 		var tables, dist, views int
 		for _, s := range stmts {
-			if !strings.Contains(s, " ON CLUSTER web") {
-				t.Errorf("not ON CLUSTER: %s", s)
+			if strings.Contains(s, "ON CLUSTER") {
+				t.Errorf("ON CLUSTER: %s", s)
 			}
 			switch {
 			case strings.Contains(s, "ENGINE = Distributed(web, hc, "):
 				dist++
 			case strings.HasPrefix(s, "CREATE TABLE"):
 				tables++
-				if !strings.Contains(s, "_local ON CLUSTER") || !strings.Contains(s, "MergeTree('/clickhouse/tables/{shard}/hc/") || !strings.Contains(s, "ENGINE = Replicated") {
+				if !strings.Contains(s, "_local (") || !strings.Contains(s, "MergeTree('/clickhouse/tables/{shard}/hc/") || !strings.Contains(s, "ENGINE = Replicated") {
 					t.Errorf("not a replicated local table: %s", s)
 				}
 			case strings.HasPrefix(s, "CREATE MATERIALIZED VIEW"):
@@ -36,8 +41,40 @@ func TestClusterSchema(t *testing.T) {
 		}
 	}
 	got := clusterSchema([]string{"CREATE TABLE IF NOT EXISTS hc.hits_1m (\n\tx UInt64\n) ENGINE = SummingMergeTree((hits, bytes))\nORDER BY x"}, "web")
-	want := "CREATE TABLE IF NOT EXISTS hc.hits_1m_local ON CLUSTER web (\n\tx UInt64\n) ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/hc/hits_1m', '{replica}', (hits, bytes))\nORDER BY x"
+	want := "CREATE TABLE IF NOT EXISTS hc.hits_1m_local (\n\tx UInt64\n) ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/hc/hits_1m', '{replica}', (hits, bytes))\nORDER BY x"
 	if len(got) != 2 || got[0] != want {
 		t.Errorf("got %q\nwant %q", got[0], want)
+	}
+}
+
+// An insert that failed because the schema is missing on the server is
+// recognised as such, whether the server raised it for the table written
+// (nothing taken yet: sent again) or while pushing to a view (the table
+// took the block), and whether the client joined it with other addresses'
+// errors when dialing.
+func TestSchemaMissing(t *testing.T) {
+	ex := func(code int32, msg string) error { return &clickhouse.Exception{Code: code, Message: msg} }
+	for _, tc := range []struct {
+		name                string
+		err                 error
+		missing, afterTable bool
+	}{
+		{"no error", nil, false, false},
+		{"table", ex(60, "Table hc.hits_local doesn't exist."), true, false},
+		{"database", ex(81, "Database hc doesn't exist"), true, false},
+		{"database, at dial, after a down address", errors.Join(errors.New("127.0.0.1:9000: connection refused"), fmt.Errorf("127.0.0.1:9001: %w", ex(81, "Database hc doesn't exist"))), true, false},
+		{"a view's table", ex(60, "Table hc.hits_1m_local doesn't exist.: while pushing to view hc.hits_1m_mv"), true, true},
+		{"another error", ex(252, "Too many parts"), false, false},
+		{"no exception", errors.New("EOF"), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, a := schemaMissing(tc.err)
+			if m != tc.missing || a != tc.afterTable {
+				t.Errorf("schemaMissing = %v, %v; want %v, %v", m, a, tc.missing, tc.afterTable)
+			}
+		})
+	}
+	if err := explainCreate(ex(253, "Replica /clickhouse/tables/01/hc/hits/replicas/r2 already exists.")); !strings.Contains(err.Error(), "remove that path") {
+		t.Errorf("253 not explained: %v", err)
 	}
 }

@@ -141,7 +141,7 @@ func RefusedReason(err error) string {
 // Keeper) cannot serve right now, whatever was asked: a statement failing so
 // is tried again, unlike one refused for what it is (access, syntax).
 var unavailableCodes = map[int]bool{
-	159: true, // TIMEOUT_EXCEEDED: an ON CLUSTER DDL waiting for a down replica
+	159: true, // TIMEOUT_EXCEEDED
 	209: true, // SOCKET_TIMEOUT
 	210: true, // NETWORK_ERROR
 	225: true, // NO_ZOOKEEPER

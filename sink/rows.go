@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -184,11 +183,4 @@ func (s *Sink) localShard(ctx context.Context) (int, error) {
 	}
 	s.topo.shards = int(shards)
 	return s.topo.shards, nil
-}
-
-func (s *Sink) logger() *slog.Logger {
-	if s.log != nil {
-		return s.log
-	}
-	return slog.Default()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Version is a ClickHouse server version, for choosing what the schema may use.
@@ -215,8 +217,9 @@ const BotPattern = `(?i)(bot|crawl|spider|slurp|curl|wget|python-requests|go-htt
 // Migrate creates the database and every table that does not exist yet. Every
 // statement is idempotent, so any number of collectors may run it at once.
 // Objects that exist already are not created again: a current schema needs
-// no CREATE right (least-privilege users), and in cluster mode no ON CLUSTER
-// statement, which would wait for every server, down ones included.
+// no CREATE right (least-privilege users). In cluster mode each replica of
+// the addresses gets the schema by itself, a down one is skipped (see
+// cluster_schema.go).
 //
 // Then it reads what the tables an insert writes do with a re-sent batch
 // (Deduplicates), giving each of the schema's plain MergeTree tables that
@@ -246,23 +249,45 @@ func (s *Sink) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// create creates what is missing of the schema.
+// create creates what is missing of the schema: on the server, or in
+// cluster mode on each replica of the addresses that answers (see
+// cluster_schema.go), and then on the one the pool is connected to, which
+// must have it.
 func (s *Sink) create(ctx context.Context) error {
+	stmts := s.schemaStatements()
+	if s.cluster != "" {
+		s.createOnReplicas(ctx, stmts)
+	}
+	if err := createOn(ctx, s.conn, s.db, stmts); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// schemaStatements are the statements of the sink's schema: the server's,
+// or a replica's in cluster mode.
+func (s *Sink) schemaStatements() []string {
 	stmts := schema(s.db, s.features)
 	if s.cluster != "" {
 		stmts = clusterSchema(stmts, s.cluster)
 	}
-	have, err := s.existing(ctx)
+	return stmts
+}
+
+// createOn runs on conn's server each of stmts that creates an object of
+// database db the server does not have.
+func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) error {
+	have, err := existing(ctx, conn, db)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return err
 	}
 	for _, stmt := range stmts {
 		if m := objectRE.FindStringSubmatch(stmt); m != nil && have[m[1]] {
 			continue
 		}
-		if err := s.conn.Exec(ctx, stmt); err != nil {
+		if err := conn.Exec(ctx, stmt); err != nil {
 			first, _, _ := strings.Cut(stmt, "(")
-			return fmt.Errorf("migrate: %s: %w", strings.TrimSpace(first), err)
+			return fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
 		}
 	}
 	return nil
@@ -271,11 +296,11 @@ func (s *Sink) create(ctx context.Context) error {
 // objectRE finds what a schema statement creates: a database or db.table.
 var objectRE = regexp.MustCompile(`^CREATE (?:DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS ([\w.]+)`)
 
-// existing lists the database (as its name) and its tables (as db.name) if
-// they exist on the server.
-func (s *Sink) existing(ctx context.Context) (map[string]bool, error) {
+// existing lists database db (as its name) and its tables (as db.name) if
+// they exist on conn's server.
+func existing(ctx context.Context, conn driver.Conn, db string) (map[string]bool, error) {
 	have := map[string]bool{}
-	rows, err := s.conn.Query(ctx, "SELECT name FROM system.databases WHERE name = ? UNION ALL SELECT concat(database, '.', name) FROM system.tables WHERE database = ?", s.db, s.db)
+	rows, err := conn.Query(ctx, "SELECT name FROM system.databases WHERE name = ? UNION ALL SELECT concat(database, '.', name) FROM system.tables WHERE database = ?", db, db)
 	if err != nil {
 		return nil, err
 	}

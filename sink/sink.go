@@ -53,6 +53,9 @@ type Sink struct {
 		sync.Mutex
 		shards int // the cluster's, once read (localShard)
 	}
+	opts     Options // as opened, defaults filled: cluster mode connects to each replica with them
+	comp     *clickhouse.Compression
+	repairMu sync.Mutex // one schema repair at a time (cluster_schema.go)
 }
 
 var hitsColumns = HitsColumns
@@ -93,24 +96,12 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 }
 
 func open(ctx context.Context, o Options, comp *clickhouse.Compression, database string) (*Sink, error) {
-	copts := &clickhouse.Options{
-		Addr:        o.Addr,
-		Auth:        clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
-		TLS:         o.TLS,
-		Compression: comp,
-		DialTimeout: o.DialTimeout,
-		// The socket read timeout bounds every call; an insert is bounded
-		// separately by its context.
-		ReadTimeout:     o.InsertTimeout,
-		MaxOpenConns:    8,
-		MaxIdleConns:    4,
-		ConnMaxLifetime: time.Hour,
-	}
+	copts := clientOptions(o, comp, database)
 	conn, err := clickhouse.Open(copts)
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
 	}
-	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger, opts: o, comp: comp}
 	if o.Cluster != "" {
 		s.pinned = clickhouse.OpenDB(copts)
 	}
@@ -119,6 +110,33 @@ func open(ctx context.Context, o Options, comp *clickhouse.Compression, database
 		return nil, err
 	}
 	return s, nil
+}
+
+// clientOptions are the client's options for the servers of o, in a
+// session on database.
+func clientOptions(o Options, comp *clickhouse.Compression, database string) *clickhouse.Options {
+	return &clickhouse.Options{
+		Addr:         o.Addr,
+		Auth:         clickhouse.Auth{Database: database, Username: o.Username, Password: o.Password},
+		TLS:          o.TLS,
+		Compression:  comp,
+		DialTimeout:  o.DialTimeout,
+		DialStrategy: dialInOrder,
+		// The socket read timeout bounds every call; an insert is bounded
+		// separately by its context.
+		ReadTimeout:     o.InsertTimeout,
+		MaxOpenConns:    8,
+		MaxIdleConns:    4,
+		ConnMaxLifetime: time.Hour,
+	}
+}
+
+// logger is where the sink says what it finds and does.
+func (s *Sink) logger() *slog.Logger {
+	if s.log == nil {
+		return slog.Default()
+	}
+	return s.log
 }
 
 // Connect is Open retried until the server answers or ctx ends: a collector
@@ -207,14 +225,15 @@ func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 	ctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
 	defer cancel()
 	if b.Rows() > 0 {
-		if err := s.insertHits(s.queryContext(ctx, id, b.Renewed()), b); err != nil {
+		// withSchema: a replica rebuilt empty gets its tables (cluster_schema.go).
+		if err := s.withSchema(ctx, func() error { return s.insertHits(s.queryContext(ctx, id, b.Renewed()), b) }); err != nil {
 			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
 		}
 	}
 	// After the rows, so that a committed reject offset implies its batch's rows
 	// are committed (both feed ingest_progress).
 	if len(b.Rejects) > 0 {
-		if err := s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b); err != nil {
+		if err := s.withSchema(ctx, func() error { return s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b) }); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
 	}
