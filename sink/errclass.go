@@ -64,7 +64,11 @@ var dataCodes = map[int]string{
 // falling behind (252), MEMORY_LIMIT_EXCEEDED (241), TOO_MANY_SIMULTANEOUS_QUERIES
 // (202), QUERY_WAS_CANCELLED (394), a table missing, read-only or being
 // altered (60, 242, 164), access denied (497), Keeper errors (999), and any
-// error the client raises before the server answers.
+// error the client raises before the server answers. So are the refusals of
+// a quorum insert (quorum.go): too few live replicas (285), the previous
+// quorum insert into the table not satisfied yet (286), and the server's
+// wait for the quorum timing out (319): each depends on the replicas, not
+// on the rows.
 
 // tooManyPartitions is the one TOO_MANY_PARTS message that is about the
 // block's rows.

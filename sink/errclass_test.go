@@ -26,6 +26,13 @@ func engine(code int, name, msg string) error {
 		&chdb.QueryError{Code: code, Name: name, Message: fmt.Sprintf("Code: %d. DB::Exception: %s. (%s)", code, msg, name)})
 }
 
+// The quorum refusals and timeout as 18.16 words them.
+const (
+	quorumDown       = "Number of alive replicas (1) is less than requested quorum (2)."
+	quorumPending    = "Quorum for previous write has not been satisfied yet. Status: version: 1\npart_name: 202611_1_1_0\nrequired_number_of_replicas: 2\nactual_number_of_replicas: 1\nreplicas:\nr1\n"
+	quorumTimeoutMsg = "Unknown status, client must retry. Reason: Code: 159, e.displayText() = DB::Exception: Timeout while waiting for quorum, e.what() = DB::Exception"
+)
+
 // The messages are the stores' own, measured on 18.16 and 26.7 where noted.
 func TestPermanent(t *testing.T) {
 	for _, tc := range []struct {
@@ -67,6 +74,13 @@ func TestPermanent(t *testing.T) {
 		{"server: timeout", server(159, "Timeout exceeded: elapsed 30.1 seconds"), false},
 		{"server: cancelled", server(394, "Query was cancelled"), false},
 		{"embedded: keeper", engine(999, "KEEPER_EXCEPTION", "Session expired"), false},
+		// Quorum inserts (insert_quorum), 18.16, measured
+		// (quorum_integration_test.go): transient, never split.
+		{"server: too few live replicas for the quorum", server(285, quorumDown), false},
+		{"server: previous quorum pending", server(286, quorumPending), false},
+		{"server: another quorum insert started", server(286, "Another quorum insert has been already started"), false},
+		{"server: previous quorum pending in a view", server(286, quorumPending+": while pushing to view hc.hits_1m_mv"), false},
+		{"server: quorum timeout", server(319, quorumTimeoutMsg), false},
 		// The outermost code decides.
 		{"embedded: nested", fmt.Errorf("x: %w", &chdb.QueryError{Code: 241, Message: "Code: 241. DB::Exception: Code: 6. DB::Exception: Cannot parse"}), false},
 	} {

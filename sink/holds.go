@@ -91,11 +91,11 @@ func HoldsQueries(hits, rejects string, span Span) (string, string) {
 	return hitsQ, "SELECT offset FROM " + rejects + " WHERE source_id = ? AND offset >= ? AND offset <= ?"
 }
 
-// MarkProgress records that a source's lines up to the one at last are
+// markProgress records that a source's lines up to the one at last are
 // committed, where a view that failed after hits took them (the batch was
 // then settled from hits) left ingest_progress behind: a restart must not
-// resume before them.
-func (s *Sink) MarkProgress(ctx context.Context, site string, source uint64, last int64) error {
+// resume before them. MarkProgress (quorum.go) calls it.
+func (s *Sink) markProgress(ctx context.Context, site string, source uint64, last int64) error {
 	if err := s.conn.Exec(ctx, MarkProgressSQL(s.table("ingest_progress")), site, source, uint64(last)); err != nil {
 		return fmt.Errorf("mark source %016x committed to %d: %w", source, last, err)
 	}

@@ -29,11 +29,11 @@ func (s *Sink) Select(ctx context.Context, q string, args []any, fn func(scan fu
 	return rows.Err()
 }
 
-// InsertRows inserts rows of values, in the order of columns, into table
-// (database.table) as one block.
+// insertRows inserts rows of values, in the order of columns, into table
+// (database.table) as one block: InsertRows (quorum.go) but once.
 // It uses a prepared batch: an INSERT ... VALUES statement sent as text
 // crashes 18.16 through this driver.
-func (s *Sink) InsertRows(ctx context.Context, table, columns string, rows [][]any) error {
+func (s *Sink) insertRows(ctx context.Context, table, columns string, rows [][]any) error {
 	if len(rows) == 0 {
 		return nil
 	}

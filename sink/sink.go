@@ -32,6 +32,14 @@ type Options struct {
 	// Cluster, when set, is the cluster (in the servers' remote_servers) of
 	// a replicated schema: see cluster.go.
 	Cluster string
+	// InsertQuorum, 2 or more in cluster mode, is how many replicas must
+	// hold an insert before it is acknowledged (insert_quorum); 0 is off.
+	// See quorum.go.
+	InsertQuorum int
+	// InsertQuorumTimeout bounds the server's wait for the quorum
+	// (insert_quorum_timeout); longer than InsertTimeout
+	// [DefaultInsertQuorumTimeout].
+	InsertQuorumTimeout time.Duration
 	// Logger hears what Migrate finds (a table that does not deduplicate);
 	// nil is slog's default.
 	Logger *slog.Logger
@@ -42,6 +50,8 @@ type Sink struct {
 	conn          driver.Conn
 	pinned        *sql.DB // cluster mode: statements that must share one connection
 	cluster       string
+	quorum        int           // insert_quorum on every connection, 0: off
+	turn          chan struct{} // quorum inserts feeding the views, one at a time (quorum.go)
 	db            string
 	version       Version
 	features      features
@@ -85,6 +95,9 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 	if o.Cluster != "" && !identRE.MatchString(o.Cluster) {
 		return nil, fmt.Errorf("open clickhouse: cluster name %q is not an identifier", o.Cluster)
 	}
+	if err := checkQuorum(o); err != nil {
+		return nil, fmt.Errorf("open clickhouse: %w", err)
+	}
 	// The configured database is the session's, so a user allowed only that
 	// database can log in; before the first start has created it, "default".
 	s, err := open(ctx, o, comp, o.Database)
@@ -101,7 +114,7 @@ func open(ctx context.Context, o Options, comp *clickhouse.Compression, database
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse %v: %w", o.Addr, err)
 	}
-	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, log: o.Logger, opts: o, comp: comp}
+	s := &Sink{conn: conn, db: o.Database, insertTimeout: o.InsertTimeout, cluster: o.Cluster, quorum: o.InsertQuorum, turn: make(chan struct{}, 1), log: o.Logger, opts: o, comp: comp}
 	if o.Cluster != "" {
 		s.pinned = clickhouse.OpenDB(copts)
 	}
@@ -128,6 +141,7 @@ func clientOptions(o Options, comp *clickhouse.Compression, database string) *cl
 		MaxOpenConns:    8,
 		MaxIdleConns:    4,
 		ConnMaxLifetime: time.Hour,
+		Settings:        quorumSettings(o),
 	}
 }
 
@@ -222,18 +236,27 @@ func rejectsQueryID(id string) string { return id + "-rejects" }
 // must WaitIdle for the batch and then re-read Committed before sending again.
 func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 	id := b.ID()
+	release, err := s.takeTurn(ctx)
+	if err != nil {
+		return fmt.Errorf("insert batch %s: %w", id, err)
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(ctx, s.insertTimeout)
 	defer cancel()
 	if b.Rows() > 0 {
 		// withSchema: a replica rebuilt empty gets its tables (cluster_schema.go).
-		if err := s.withSchema(ctx, func() error { return s.insertHits(s.queryContext(ctx, id, b.Renewed()), b) }); err != nil {
+		if err := s.withSchema(ctx, func() error {
+			return s.whileRefused(ctx, func() error { return s.insertHits(s.queryContext(ctx, id, b.Renewed()), b) })
+		}); err != nil {
 			return fmt.Errorf("insert batch %s (%d rows): %w", id, b.Rows(), err)
 		}
 	}
 	// After the rows, so that a committed reject offset implies its batch's rows
 	// are committed (both feed ingest_progress).
 	if len(b.Rejects) > 0 {
-		if err := s.withSchema(ctx, func() error { return s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b) }); err != nil {
+		if err := s.withSchema(ctx, func() error {
+			return s.whileRefused(ctx, func() error { return s.insertRejects(s.queryContext(ctx, rejectsQueryID(id), b.Renewed()), b) })
+		}); err != nil {
 			return fmt.Errorf("insert rejects of batch %s: %w", id, err)
 		}
 	}
@@ -401,9 +424,9 @@ func (s *Sink) Committed(ctx context.Context) (Progress, error) {
 	return p, nil
 }
 
-// RecordSource notes a source's current path, for operators mapping source ids
-// to files (the sources table).
-func (s *Sink) RecordSource(ctx context.Context, site string, id uint64, path string) error {
+// recordSource notes a source's current path, for operators mapping source ids
+// to files (the sources table). RecordSource (quorum.go) calls it.
+func (s *Sink) recordSource(ctx context.Context, site string, id uint64, path string) error {
 	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("sources")+" (source_id, site, path, seen)")
 	if err != nil {
 		return fmt.Errorf("record source %s: %w", path, err)
