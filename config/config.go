@@ -69,6 +69,15 @@ type ClickHouse struct {
 	// tables, created on each server of Addr by itself (see
 	// sink/cluster_schema.go).
 	Cluster string `yaml:"cluster"`
+	// InsertQuorum is how many replicas must hold an insert before it is
+	// acknowledged: 0 (off) or at least 2, and only with Cluster [0]. See
+	// sink/quorum.go.
+	InsertQuorum int `yaml:"insert_quorum"`
+	// InsertQuorumTimeout is how long the server waits for the quorum; it
+	// must exceed InsertTimeout, so that the client gives up first and the
+	// server finishes the insert, materialized views included, once the
+	// quorum is reached [10m].
+	InsertQuorumTimeout Duration `yaml:"insert_quorum_timeout"`
 
 	dir string // the config file's directory, for a relative PasswordFile
 }
@@ -271,6 +280,7 @@ const (
 	defaultCompression   = "none"
 	defaultDialTimeout   = 5 * time.Second
 	defaultInsertTimeout = 30 * time.Second
+	defaultQuorumTimeout = 10 * time.Minute
 	defaultEmbeddedPath  = "./data"
 	defaultFormat        = "combined"
 	defaultStartAt       = "end"
@@ -318,6 +328,7 @@ func (d *doc) defaults(c *Config) {
 		str(&ch.Compression, "clickhouse.compression", defaultCompression)
 		dur(&ch.DialTimeout, "clickhouse.dial_timeout", defaultDialTimeout)
 		dur(&ch.InsertTimeout, "clickhouse.insert_timeout", defaultInsertTimeout)
+		dur(&ch.InsertQuorumTimeout, "clickhouse.insert_quorum_timeout", defaultQuorumTimeout)
 		ch.dir = dir
 	}
 	str(&c.Embedded.Path, "embedded.path", defaultEmbeddedPath)

@@ -86,6 +86,8 @@ func TestFullFile(t *testing.T) {
 		{"clickhouse.dial_timeout", ch.DialTimeout.Duration, 2 * time.Second},
 		{"clickhouse.insert_timeout", ch.InsertTimeout.Duration, time.Minute},
 		{"clickhouse.cluster", ch.Cluster, "prod"},
+		{"clickhouse.insert_quorum", ch.InsertQuorum, 2},
+		{"clickhouse.insert_quorum_timeout", ch.InsertQuorumTimeout.Duration, 5 * time.Minute},
 		{"embedded.path", c.Embedded.Path, "/var/lib/hitcount/chdb"},
 		{"sources[0]", src[0], Source{Path: "/var/log/nginx/**/access*.log", Format: "json", Site: "www.example.com", StartAt: "beginning", MaxLine: Size{64 << 10}}},
 		{"sources[1].format", strings.HasPrefix(src[1].Format, "$remote_addr - "), true},

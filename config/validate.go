@@ -202,6 +202,43 @@ func (d *doc) validateClickHouse(ch *ClickHouse) {
 	}
 	d.duration(ch.DialTimeout, "clickhouse.dial_timeout", 100*time.Millisecond, 0)
 	d.duration(ch.InsertTimeout, "clickhouse.insert_timeout", time.Second, 0)
+	d.duration(ch.InsertQuorumTimeout, "clickhouse.insert_quorum_timeout", time.Second, 0)
+	d.validateQuorum(ch)
+}
+
+// validateQuorum checks insert_quorum and its timeout. A quorum counts
+// replicas, so it needs a cluster; 1 is what every insert has. The server
+// must wait for the quorum longer than the client waits for the insert:
+// on 18.16 an insert the server gives up on has written hits but not the
+// materialized views, and its identical re-send, dropped as a duplicate,
+// never writes them (measured, sink/quorum_integration_test.go), while an
+// insert the client gives up on keeps waiting on the server and completes.
+func (d *doc) validateQuorum(ch *ClickHouse) {
+	switch q := ch.InsertQuorum; {
+	case q < 0 || q == 1:
+		d.addf("clickhouse.insert_quorum", "must be 0 (off) or at least 2 (replicas that hold an insert before it is acknowledged), got %d", q)
+	case q >= 2 && ch.Cluster == "":
+		d.addf("clickhouse.insert_quorum", "needs clickhouse.cluster: a quorum counts the replicas of a cluster's shard")
+	}
+	if !d.ok("clickhouse.insert_quorum") || ch.InsertQuorum < 0 || ch.InsertQuorum == 1 {
+		return // said above, or at the value that did not decode
+	}
+	given := d.present["clickhouse.insert_quorum_timeout"]
+	if given && ch.InsertQuorum == 0 {
+		d.addf("clickhouse.insert_quorum_timeout", "is given but insert_quorum is off: no insert waits for a quorum; set insert_quorum or remove it")
+		return
+	}
+	if ch.InsertQuorum == 0 || !d.ok("clickhouse.insert_quorum_timeout", "clickhouse.insert_timeout") {
+		return
+	}
+	const why = "an insert the server stops waiting for has written hits but not the rollups, and its re-send never writes them; one the collector stops waiting for completes on the server once the quorum is reached"
+	qt, it := ch.InsertQuorumTimeout.Duration, ch.InsertTimeout.Duration
+	switch {
+	case qt <= it && given:
+		d.addf("clickhouse.insert_quorum_timeout", "must be longer than insert_timeout (%v), got %v: %s", it, qt, why)
+	case qt <= it:
+		d.addf("clickhouse.insert_timeout", "must be shorter than insert_quorum_timeout (%v, the default), got %v: %s; raise insert_quorum_timeout", qt, it, why)
+	}
 }
 
 const maxMaxLine = 64 << 20
