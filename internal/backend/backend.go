@@ -102,6 +102,10 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 		s.Close()
 		return nil, err
 	}
+	if err := checkQuorum(ctx, s, log); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return &Backend{Store: s, Version: s.Version(), KeeperMap: alerts.ConnSQL{Conn: s.Conn()}, Server: s,
 		Where: fmt.Sprintf("clickhouse %s at %v%s", s.Version(), opts.Addr, map[bool]string{true: ", cluster " + opts.Cluster}[opts.Cluster != ""])}, nil
 }
@@ -162,7 +166,7 @@ func ServerOptions(cfg *config.Config) (sink.Options, error) {
 	o := sink.Options{
 		Addr: ch.Addr, Database: ch.Database, Username: ch.Username, Password: pw.Reveal(),
 		Compression: ch.Compression, DialTimeout: ch.DialTimeout.Duration, InsertTimeout: ch.InsertTimeout.Duration,
-		Cluster: ch.Cluster,
+		Cluster: ch.Cluster, InsertQuorum: ch.InsertQuorum, InsertQuorumTimeout: ch.InsertQuorumTimeout.Duration,
 	}
 	if ch.TLS.Enabled {
 		t := &tls.Config{ServerName: ch.TLS.ServerName, InsecureSkipVerify: ch.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
