@@ -431,7 +431,8 @@ func TestQuorumThreeReplicasOneDown(t *testing.T) {
 // written anew rather than dropped as a duplicate of rows nobody holds.
 func TestQuorumPartLostWithItsReplica(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
-	servers := testenv.ClickHouseCluster(t, zk, "web", 3)
+	// A short session: r1's replicas count as inactive seconds after the kill.
+	servers := testenv.ClickHouseCluster(t, zk, "web", 3, testenv.WithZooKeeperSession(4*time.Second))
 	r1, r2, r3 := servers[0], servers[1], servers[2]
 	s := openQuorum(t, r1.Addr(), 2, 2*time.Second)
 	for _, r := range []*testenv.ClickHouseServer{r2, r3} {

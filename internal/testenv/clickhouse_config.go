@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // CHOption adds to the configuration of a ClickHouse server.
@@ -17,6 +18,7 @@ type CHOption func(*chConfig)
 
 type chConfig struct {
 	zookeeper []string
+	session   time.Duration // ZooKeeper session timeout, 0: the server's default (30 s, capped by ZooKeeper at 20 s)
 	macros    map[string]string
 	extraXML  []string
 }
@@ -25,6 +27,13 @@ type chConfig struct {
 // Replicated*MergeTree tables and ON CLUSTER DDL need.
 func WithZooKeeper(addrs ...string) CHOption {
 	return func(c *chConfig) { c.zookeeper = append(c.zookeeper, addrs...) }
+}
+
+// WithZooKeeperSession sets the server's ZooKeeper session timeout: how soon
+// the others see a killed server's replicas as inactive (ephemeral nodes
+// gone), 20 s otherwise (the test ZooKeeper's cap).
+func WithZooKeeperSession(d time.Duration) CHOption {
+	return func(c *chConfig) { c.session = d }
 }
 
 // WithMacros sets the server's macros, e.g. {"shard": "01", "replica": "r1"}
@@ -78,6 +87,9 @@ func writeClickHouseConfig(dir string, tcp, http, interserver int, c chConfig) (
 				return "", fmt.Errorf("zookeeper address %q: %w", addr, err)
 			}
 			p("    <node index=\"%d\"><host>%s</host><port>%s</port></node>\n", i+1, esc(host), esc(port))
+		}
+		if c.session > 0 {
+			p("    <session_timeout_ms>%d</session_timeout_ms>\n", c.session.Milliseconds())
 		}
 		p("  </zookeeper>\n")
 	}

@@ -12,12 +12,13 @@ import (
 
 // ClickHouseCluster starts n ClickHouse 18.16 servers as the replicas of one
 // shard of a cluster named name, replicating through ZooKeeper zk, with
-// distributed DDL (ON CLUSTER) enabled and macros shard=01, replica=r<i>.
+// distributed DDL (ON CLUSTER) enabled and macros shard=01, replica=r<i>;
+// opts add to each server's configuration.
 //
 // A server's port is known only once it runs, so remote_servers comes from
 // an include file written after all have started; the servers reload it, and
 // ClickHouseCluster returns once each of them lists every replica.
-func ClickHouseCluster(t testing.TB, zk *ZooKeeperServer, name string, n int) []*ClickHouseServer {
+func ClickHouseCluster(t testing.TB, zk *ZooKeeperServer, name string, n int, opts ...CHOption) []*ClickHouseServer {
 	t.Helper()
 	include := filepath.Join(t.TempDir(), "remote_servers.xml")
 	if err := os.WriteFile(include, []byte("<yandex><hitcount_remote_servers></hitcount_remote_servers></yandex>"), 0o644); err != nil {
@@ -29,7 +30,7 @@ func ClickHouseCluster(t testing.TB, zk *ZooKeeperServer, name string, n int) []
 	var servers []*ClickHouseServer
 	var replicas strings.Builder
 	for i := 1; i <= n; i++ {
-		s := ClickHouse(t, WithZooKeeper(zk.Addr()), WithMacros(map[string]string{"shard": "01", "replica": fmt.Sprintf("r%d", i)}), WithConfigXML(extra))
+		s := ClickHouse(t, append([]CHOption{WithZooKeeper(zk.Addr()), WithMacros(map[string]string{"shard": "01", "replica": fmt.Sprintf("r%d", i)}), WithConfigXML(extra)}, opts...)...)
 		servers = append(servers, s)
 		fmt.Fprintf(&replicas, "<replica><host>127.0.0.1</host><port>%d</port></replica>", s.tcpPort)
 	}
