@@ -109,17 +109,50 @@ func quorumSettings(o Options) clickhouse.Settings {
 // InsertQuorum is the number of replicas an insert waits for, 0 when off.
 func (s *Sink) InsertQuorum() int { return s.quorum }
 
-// QuorumReplicas reads how many replicas hits_local has (registered in
-// Keeper, live or not) and how many are live, so a start can refuse a quorum
-// no insert could ever reach and say when one replica down stops inserts.
-func (s *Sink) QuorumReplicas(ctx context.Context) (total, active int, err error) {
-	var t, a uint8
-	err = s.conn.QueryRow(ctx, "SELECT total_replicas, active_replicas FROM system.replicas WHERE database = ? AND table = ?",
-		s.db, "hits_local").Scan(&t, &a)
+// Replicas is what a quorum can count on: the replicas of this server's
+// shard in remote_servers (the most a quorum can ever reach), and of those
+// the ones whose hits_local exists (registered in Keeper: a replica that was
+// down when the schema was created has none yet, and is not counted by
+// 18.16) and is active now.
+type Replicas struct {
+	Configured, Registered, Active int
+}
+
+// QuorumReplicas reads Replicas, so a start can refuse a quorum no insert
+// could ever reach and say what one replica down does.
+func (s *Sink) QuorumReplicas(ctx context.Context) (Replicas, error) {
+	var r Replicas
+	rows, err := s.conn.Query(ctx, "SELECT count(), max(is_local) FROM system.clusters WHERE cluster = ? GROUP BY shard_num", s.cluster)
 	if err != nil {
-		return 0, 0, fmt.Errorf("read the replicas of %s: %w", s.table("hits"), err)
+		return r, fmt.Errorf("read the replicas of cluster %s: %w", s.cluster, err)
 	}
-	return int(t), int(a), nil
+	defer rows.Close()
+	local := false
+	for rows.Next() {
+		var n uint64
+		var isLocal uint8
+		if err := rows.Scan(&n, &isLocal); err != nil {
+			return r, fmt.Errorf("read the replicas of cluster %s: %w", s.cluster, err)
+		}
+		// This server's shard; not recognising itself (NAT, a mapped
+		// port), the largest shard.
+		switch {
+		case isLocal == 1 && !local:
+			local, r.Configured = true, int(n)
+		case !local:
+			r.Configured = max(r.Configured, int(n))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return r, fmt.Errorf("read the replicas of cluster %s: %w", s.cluster, err)
+	}
+	var total, active uint8
+	if err := s.conn.QueryRow(ctx, "SELECT total_replicas, active_replicas FROM system.replicas WHERE database = ? AND table = ?",
+		s.db, "hits_local").Scan(&total, &active); err != nil {
+		return r, fmt.Errorf("read the replicas of %s: %w", s.table("hits"), err)
+	}
+	r.Registered, r.Active = int(total), int(active)
+	return r, nil
 }
 
 // quorumRefused reports whether err is a quorum insert refused before it

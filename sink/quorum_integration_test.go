@@ -74,13 +74,18 @@ func held(t *testing.T, conn driver.Conn, b *sink.Batch) holding {
 	return h
 }
 
-// openQuorum opens a sink on addr (one replica, so the test knows which
-// took the insert) and creates the schema.
-func openQuorum(t *testing.T, addr string, quorum int, insertTimeout time.Duration) *sink.Sink {
+// openQuorum opens a sink on the replicas, the first of them first (it
+// takes the inserts while it answers, so the test knows which did), and
+// creates the schema on each.
+func openQuorum(t *testing.T, servers []*testenv.ClickHouseServer, quorum int, insertTimeout time.Duration) *sink.Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := sink.Open(ctx, sink.Options{Addr: []string{addr}, Database: "hc", Cluster: "web", InsertQuorum: quorum, InsertTimeout: insertTimeout, DialTimeout: time.Second})
+	var addrs []string
+	for _, srv := range servers {
+		addrs = append(addrs, srv.Addr())
+	}
+	s, err := sink.Open(ctx, sink.Options{Addr: addrs, Database: "hc", Cluster: "web", InsertQuorum: quorum, InsertTimeout: insertTimeout, DialTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +149,7 @@ func TestQuorumAckedBatchOutlivesItsReplica(t *testing.T) {
 			zk := testenv.ZooKeeper(t)
 			servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 			r1, r2 := servers[0], servers[1]
-			s := openQuorum(t, r1.Addr(), tc.quorum, 5*time.Second)
+			s := openQuorum(t, servers, tc.quorum, 5*time.Second)
 			if tc.stopFetches {
 				r2.Exec(t, "SYSTEM STOP FETCHES")
 			}
@@ -181,7 +186,7 @@ func TestQuorumResendAfterReplicaFroze(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
-	s := openQuorum(t, r1.Addr(), 2, 3*time.Second)
+	s := openQuorum(t, servers, 2, 3*time.Second)
 	b := quorumBatch(0xf40, 100)
 
 	r2.Freeze()
@@ -217,7 +222,7 @@ func TestQuorumServerTimeoutSkipsViews(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
-	openQuorum(t, r1.Addr(), 0, 5*time.Second) // the schema
+	openQuorum(t, servers, 0, 5*time.Second) // the schema
 	opts := r1.Options()
 	opts.Settings = clickhouse.Settings{"insert_quorum": 2, "insert_quorum_timeout": 1000}
 	conn, err := clickhouse.Open(opts)
@@ -274,7 +279,7 @@ func TestQuorumRefusalsAreTransient(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
-	s := openQuorum(t, r1.Addr(), 2, 2*time.Second)
+	s := openQuorum(t, servers, 2, 2*time.Second)
 
 	t.Run("replica down", func(t *testing.T) {
 		b := quorumBatch(0x285, 100)
@@ -337,8 +342,8 @@ func TestQuorumRefusalsAreTransient(t *testing.T) {
 func TestQuorumInsertsMeetInAView(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
-	r1, r2 := servers[0], servers[1]
-	s := openQuorum(t, r1.Addr(), 2, 2*time.Second)
+	r2 := servers[1]
+	s := openQuorum(t, servers, 2, 2*time.Second)
 
 	t.Run("refused in a view", func(t *testing.T) {
 		r2.Exec(t, "SYSTEM STOP FETCHES hc.hits_1m_local")
@@ -403,13 +408,13 @@ func TestQuorumInsertsMeetInAView(t *testing.T) {
 func TestQuorumThreeReplicasOneDown(t *testing.T) {
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 3)
-	s := openQuorum(t, servers[0].Addr(), 2, 5*time.Second)
+	s := openQuorum(t, servers, 2, 5*time.Second)
 	servers[2].Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	total, active, err := s.QuorumReplicas(ctx)
-	if err != nil || total != 3 || active != 2 {
-		t.Errorf("replicas: %d total, %d active, %v; want 3, 2", total, active, err)
+	r, err := s.QuorumReplicas(ctx)
+	if want := (sink.Replicas{Configured: 3, Registered: 3, Active: 2}); err != nil || r != want {
+		t.Errorf("replicas: %+v, %v; want %+v", r, err, want)
 	}
 	b := quorumBatch(0x3, 100)
 	if err := s.Insert(ctx, b); err != nil {
@@ -437,7 +442,7 @@ func TestQuorumPartLostWithItsReplica(t *testing.T) {
 	// A short session: r1's replicas count as inactive seconds after the kill.
 	servers := testenv.ClickHouseCluster(t, zk, "web", 3, testenv.WithZooKeeperSession(4*time.Second))
 	r1, r2, r3 := servers[0], servers[1], servers[2]
-	s := openQuorum(t, r1.Addr(), 2, 2*time.Second)
+	s := openQuorum(t, servers, 2, 2*time.Second)
 	for _, r := range []*testenv.ClickHouseServer{r2, r3} {
 		r.Exec(t, "SYSTEM STOP FETCHES hc.hits_local")
 	}

@@ -24,7 +24,7 @@ func TestCollectorQuorumReplicaDown(t *testing.T) {
 	r1, r2 := servers[0], servers[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := sink.Open(ctx, sink.Options{Addr: []string{r1.Addr()}, Database: "hc", Cluster: "web", InsertQuorum: 2, InsertTimeout: 3 * time.Second})
+	s, err := sink.Open(ctx, sink.Options{Addr: []string{r1.Addr(), r2.Addr()}, Database: "hc", Cluster: "web", InsertQuorum: 2, InsertTimeout: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
