@@ -78,3 +78,23 @@ func TestSchemaMissing(t *testing.T) {
 		t.Errorf("253 not explained: %v", err)
 	}
 }
+
+// queueGet reads the part of a fetch from a replication queue entry as
+// ZooKeeper holds it (18.16's text, with and without a quorum line), and
+// nothing from other entries.
+func TestQueueGet(t *testing.T) {
+	for _, c := range []struct {
+		entry, part string
+		ok          bool
+	}{
+		{"format version: 4\ncreate_time: 2026-11-25 08:39:10\nsource replica: r1\nblock_id: 1_6318_2\nget\n1_0_0_0\n", "1_0_0_0", true},
+		{"format version: 4\ncreate_time: 2026-11-25 08:39:10\nsource replica: r1\nblock_id: \nget\n202611_3_3_0\nquorum: 2\n", "202611_3_3_0", true},
+		{"format version: 4\ncreate_time: 2026-11-25 08:39:10\nsource replica: r1\nblock_id: \nmerge\nall_0_0_0\nall_1_1_0\ninto\nall_0_1_1\ndeduplicate: 0\n", "", false},
+		{"", "", false},
+	} {
+		part, ok := queueGet(c.entry)
+		if part != c.part || ok != c.ok {
+			t.Errorf("queueGet(%q) = %q, %v; want %q, %v", c.entry, part, ok, c.part, c.ok)
+		}
+	}
+}

@@ -94,8 +94,8 @@ func (s *Sink) awaitReplica(ctx context.Context, c *sql.Conn, table string, boun
 
 func awaitReplica(ctx context.Context, c *sql.Conn, db, name string) error {
 	var last, logLen uint64
-	var zk string
-	if err := c.QueryRowContext(ctx, "SELECT log_max_index, zookeeper_path FROM system.replicas WHERE database = ? AND table = ?", db, name).Scan(&last, &zk); err != nil {
+	var zk, replicaPath string
+	if err := c.QueryRowContext(ctx, "SELECT log_max_index, zookeeper_path, replica_path FROM system.replicas WHERE database = ? AND table = ?", db, name).Scan(&last, &zk, &replicaPath); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%s.%s is not a replicated table on this server", db, name)
 		}
@@ -127,8 +127,27 @@ func awaitReplica(ctx context.Context, c *sql.Conn, db, name string) error {
 			}
 			return err
 		}
+		lost, err := replicaLost(ctx, c, replicaPath)
+		if err != nil {
+			if ctx.Err() != nil {
+				return incomplete(still, "")
+			}
+			return err
+		}
+		if lost {
+			// A replica being created or repaired copies another's log
+			// pointer first and queues that one's parts after, one by one:
+			// until it is done, a pointer past the log says nothing (found
+			// by the adversary of issue 16: an empty new replica passed).
+			select {
+			case <-ctx.Done():
+				return incomplete(still, "the replica is being created or repaired from another (is_lost)")
+			case <-tick.C:
+			}
+			continue
+		}
 		if ptr > last || last == 0 && logLen == 0 {
-			parts, err := queuedFetches(ctx, c, db, name)
+			parts, err := queuedFetches(ctx, c, db, name, replicaPath)
 			if err != nil {
 				if ctx.Err() != nil {
 					return incomplete(still, "")
@@ -181,23 +200,76 @@ func incompleteOrCtx(ctx context.Context, db, name string, parts []MissingPart, 
 	return &IncompleteError{Table: db + "." + name, Parts: parts}
 }
 
-// queuedFetches lists the parts the replica's queue still has to fetch.
-func queuedFetches(ctx context.Context, c *sql.Conn, db, name string) ([]MissingPart, error) {
-	rows, err := c.QueryContext(ctx, "SELECT new_part_name, last_exception FROM system.replication_queue WHERE database = ? AND table = ? AND type = 'GET_PART' ORDER BY new_part_name", db, name)
+// queuedFetches lists the parts the replica's queue still has to fetch:
+// the queue in ZooKeeper, where an entry is written in the same step as the
+// log pointer that passed it, and the one in memory, which says why a fetch
+// failed.
+func queuedFetches(ctx context.Context, c *sql.Conn, db, name, replicaPath string) ([]MissingPart, error) {
+	byName := map[string]MissingPart{}
+	rows, err := c.QueryContext(ctx, "SELECT value FROM system.zookeeper WHERE path = ?", replicaPath+"/queue")
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if part, ok := queueGet(v); ok {
+			byName[part] = MissingPart{Name: part}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = c.QueryContext(ctx, "SELECT new_part_name, last_exception FROM system.replication_queue WHERE database = ? AND table = ? AND type = 'GET_PART'", db, name)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []MissingPart
 	for rows.Next() {
 		var p MissingPart
 		if err := rows.Scan(&p.Name, &p.Reason); err != nil {
 			return nil, err
 		}
 		p.Unfetchable = strings.Contains(p.Reason, "Code: 234,") || strings.Contains(p.Reason, "No active replica has part")
+		byName[p.Name] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]MissingPart, 0, len(byName))
+	for _, p := range byName {
 		out = append(out, p)
 	}
-	return out, rows.Err()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// queueGet reads a replication queue entry as ZooKeeper holds it ("format
+// version: N", header lines, then the entry's type and its arguments, a line
+// each): the part a "get" entry fetches.
+func queueGet(entry string) (string, bool) {
+	lines := strings.Split(entry, "\n")
+	for i, l := range lines {
+		if l == "get" && i+1 < len(lines) && lines[i+1] != "" {
+			return lines[i+1], true
+		}
+	}
+	return "", false
+}
+
+// replicaLost reads the replica's is_lost flag: "1" while it is being
+// created from, or repaired to, another replica.
+func replicaLost(ctx context.Context, c *sql.Conn, replicaPath string) (bool, error) {
+	var v string
+	err := c.QueryRowContext(ctx, "SELECT value FROM system.zookeeper WHERE path = ? AND name = 'is_lost'", replicaPath).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil // a replica of a version without the flag
+	}
+	return v == "1", err
 }
 
 // replicaState is what the last wait for each table found, for /readyz and

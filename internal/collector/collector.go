@@ -316,6 +316,27 @@ func (c *Collector) loadCommitted(ctx context.Context) error {
 	}
 }
 
+// knownAs reports whether this collector's records have a file under one of
+// its other ids and nothing under source (never acknowledged, nothing in
+// flight): what it shipped of the file is under that id.
+func (c *Collector) knownAs(source uint64, others []uint64) bool {
+	if _, inFlight := c.positions.getInFlight(source); inFlight {
+		return false
+	}
+	for _, id := range others {
+		if id == source {
+			continue
+		}
+		if _, ok := c.positions.getAcked(id); ok {
+			return true
+		}
+		if _, ok := c.positions.getInFlight(id); ok {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Collector) updateGauges() {
 	if c.m == nil {
 		return
@@ -376,7 +397,13 @@ func (c *Collector) ack(b *sink.Batch) {
 // still running on the server (after a failed insert, or at open: a killed
 // predecessor's insert may still be running). It retries until it knows or ctx
 // ends.
-func (c *Collector) settle(ctx context.Context, source uint64) (int64, bool, error) {
+//
+// When the store's replica is incomplete, this collector's own record of
+// what the store acknowledged answers for a source it shipped; for one it
+// has no record of, a record under another of its ids (alsoKnownAs: a file
+// shipped under its first line's id) means nothing was shipped under this
+// one, and the caller asks about that id next.
+func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...uint64) (int64, bool, error) {
 	bo := newBackoff()
 	warned := false
 	for {
@@ -393,6 +420,8 @@ func (c *Collector) settle(ctx context.Context, source uint64) (int64, bool, err
 				if !ok || acked > off {
 					off, ok = acked, true
 				}
+				err = nil
+			} else if c.knownAs(source, alsoKnownAs) {
 				err = nil
 			} else if !warned {
 				c.log.Warn("a source this collector has no record of waits until the store's replica has every part", "source_id", source, "err", err)

@@ -44,7 +44,9 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 	c := s.c
 	r := s.reader
 	how = "from the beginning"
-	off, ok, err := c.settle(ctx, s.id.ID)
+	// A file shipped while it had one line has its record under its first
+	// line's id (asked next).
+	off, ok, err := c.settle(ctx, s.id.ID, s.id.First)
 	if err != nil {
 		return 0, "", false, err
 	}
@@ -154,6 +156,11 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 			return 0, "", false, err
 		}
 		s.held, s.rejectsOnlyBefore = h.Rejects, start
+		// The same block as the one in flight, its rejects' stamp
+		// included: a rejects insert of it may still commit on a replica
+		// that was paused (found by the adversary of issue 16: the line
+		// was in rejects twice, on both replicas).
+		s.replayUntil, s.replayRejectsAt = span.Last, span.RejectsAt
 		how += ", reading the batch in flight again for the rejects it may lack"
 		start = span.First
 	}
