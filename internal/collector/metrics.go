@@ -18,6 +18,10 @@ type Metrics struct {
 	FilesSkipped  *prometheus.CounterVec
 	SourceFiles   *prometheus.GaugeVec
 	ClickHouseUp  prometheus.Gauge
+	// SourcesRefused and SourcesYielded: files another collector ships
+	// (owners.go).
+	SourcesRefused prometheus.Gauge
+	SourcesYielded prometheus.Counter
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -66,8 +70,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ClickHouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
 		}),
+		SourcesRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_sources_refused",
+			Help: "Log files not read because another collector ships them (its live record in source_owners is older): one collector per file. /readyz names each file and that collector.",
+		}),
+		SourcesYielded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hitcount_collector_sources_yielded_total",
+			Help: "Log files this collector stopped reading because another collector had claimed them first (two started within one refresh interval of each other: their lines of that interval may be stored twice).",
+		}),
 	}
 	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.RowsInserted, m.Batches,
-		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp)
+		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp,
+		m.SourcesRefused, m.SourcesYielded)
 	return m
 }
