@@ -98,8 +98,8 @@ func ClaimRows(c Claim, now time.Time) [][]any {
 // collector's latest record counts; a release at the same second as a
 // refresh wins (the release is the later act of the two).
 func OwnersQuery(table string) string {
-	return `SELECT source_id, collector, argMaxIf(host, seen, released = 0), argMaxIf(path, seen, released = 0),
-	argMaxIf(started, seen, released = 0), maxIf(seen, released = 0) AS live
+	return `SELECT source_id, collector, argMaxIf(host, seen, released = 0) AS its_host, argMaxIf(path, seen, released = 0) AS its_path,
+	argMaxIf(started, seen, released = 0) AS since, maxIf(seen, released = 0) AS live
 FROM ` + table + `
 WHERE source_id IN ?
 GROUP BY source_id, collector
@@ -183,4 +183,24 @@ func (s *Sink) ClaimSources(ctx context.Context, c Claim) (time.Time, []Owner, e
 		return now, nil, fmt.Errorf("read the owners of %d source(s): %w", len(c.Sources), err)
 	}
 	return now, owners, nil
+}
+
+// OwnersUnusable reports whether err says this user cannot use
+// source_owners at all: the table is missing (a schema from before it, on
+// a server where the collector may not create tables) or the user may not
+// read or write it. Trying again will not help until an operator runs
+// `collector -migrate` or grants it (deploy/sql/users.sql).
+func OwnersUnusable(err error) bool {
+	code, _, ok := exception(err)
+	if !ok {
+		return false
+	}
+	switch code {
+	case 60, // UNKNOWN_TABLE
+		164, // READONLY
+		291, // DATABASE_ACCESS_DENIED
+		497: // ACCESS_DENIED
+		return true
+	}
+	return false
 }

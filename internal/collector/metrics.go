@@ -18,10 +18,10 @@ type Metrics struct {
 	FilesSkipped  *prometheus.CounterVec
 	SourceFiles   *prometheus.GaugeVec
 	ClickHouseUp  prometheus.Gauge
-	// SourcesRefused and SourcesYielded: files another collector ships
-	// (owners.go).
-	SourcesRefused prometheus.Gauge
-	SourcesYielded prometheus.Counter
+	// One collector per file (owners.go).
+	SourcesRefused  prometheus.Gauge
+	SourcesYielded  prometheus.Counter
+	OwnersUnchecked prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -76,11 +76,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		SourcesYielded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hitcount_collector_sources_yielded_total",
-			Help: "Log files this collector stopped reading because another collector had claimed them first (two started within one refresh interval of each other: their lines of that interval may be stored twice).",
+			Help: "Log files this collector stopped reading because another collector had claimed them first without being seen at open (a replica lagged, or this collector's records went stale): lines the two read before may be stored twice.",
+		}),
+		OwnersUnchecked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_owners_unchecked",
+			Help: "1 while the store refuses source_owners to this collector (table missing, privilege not granted): files are shipped without checking that no other collector ships them. Fix: collector -migrate, deploy/sql/users.sql.",
 		}),
 	}
 	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.RowsInserted, m.Batches,
 		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp,
-		m.SourcesRefused, m.SourcesYielded)
+		m.SourcesRefused, m.SourcesYielded, m.OwnersUnchecked)
 	return m
 }

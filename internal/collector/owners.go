@@ -115,6 +115,8 @@ type ownership struct {
 	entries map[uint64]*ownEntry
 	pending []*claimReq
 	gone    []sink.ClaimedSource // released at the next round
+	// uncheckedLogged: when source_owners unusable was last logged.
+	uncheckedLogged time.Time
 }
 
 func newOwnership(ins Inserter, log *slog.Logger, m *Metrics, id, host string, every time.Duration) *ownership {
@@ -275,6 +277,10 @@ func (o *ownership) runRound(ctx context.Context, refresh bool) {
 	rctx, cancel := context.WithTimeout(ctx, max(o.every, 30*time.Second))
 	now, owners, err := o.ins.ClaimSources(rctx, claim)
 	cancel()
+	if err != nil && sink.OwnersUnusable(err) {
+		o.unchecked(err, t0, reqs)
+		return
+	}
 	if err != nil {
 		o.mu.Lock()
 		if ctx.Err() == nil {
@@ -288,6 +294,9 @@ func (o *ownership) runRound(ctx context.Context, refresh bool) {
 			r.done <- err
 		}
 		return
+	}
+	if o.m != nil {
+		o.m.OwnersUnchecked.Set(0)
 	}
 	bySource := map[uint64][]sink.Owner{}
 	for _, ow := range owners {
@@ -359,6 +368,30 @@ func (o *ownership) runRound(ctx context.Context, refresh bool) {
 	}
 }
 
+// unchecked: the store refuses source_owners to this collector for good
+// (a table missing, a privilege not granted: sink.OwnersUnusable). The
+// files opening are shipped without the check, as before there was one:
+// an upgrade whose schema step was skipped must not stop shipping. Said
+// loudly, at most every waitingLogEvery, and in a gauge; once the table is
+// usable the rounds check again.
+func (o *ownership) unchecked(err error, now time.Time, reqs []*claimReq) {
+	o.mu.Lock()
+	if now.Sub(o.uncheckedLogged) >= waitingLogEvery {
+		o.log.Error("cannot record which collector ships each file (source_owners): shipping without the check, so a second collector on the same files would ship their lines twice; run `collector -migrate` as an administrator, or grant SELECT, INSERT on source_owners to the collector (deploy/sql/users.sql)", "err", err)
+		o.uncheckedLogged = now
+	}
+	for _, r := range reqs {
+		if o.entries[r.e.id] == r.e {
+			r.e.state = ownShipping
+		}
+		r.done <- nil
+	}
+	o.mu.Unlock()
+	if o.m != nil {
+		o.m.OwnersUnchecked.Set(1)
+	}
+}
+
 // first is the live record of e's source that ships it: the one started
 // first, then the lowest collector id, this collector's own record counting
 // with the start it wrote. Every collector reading the same records picks
@@ -423,7 +456,7 @@ func (o *ownership) releaseAll(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()
-	if _, _, err := o.ins.ClaimSources(ctx, claim); err != nil {
+	if _, _, err := o.ins.ClaimSources(ctx, claim); err != nil && !sink.OwnersUnusable(err) {
 		o.log.Warn("cannot release the records of the files this collector shipped; another collector takes them over once they are stale", "files", len(claim.Sources), "after", o.win, "err", err)
 	}
 }
