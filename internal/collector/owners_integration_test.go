@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hitcount/hitcount/internal/collector"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/sink"
@@ -399,4 +401,89 @@ func TestCollectorsOnLaggingReplicas(t *testing.T) {
 	if last >= bound {
 		t.Errorf("a line at offset %d, written after one collector gave way (offset %d), was shipped twice", last, bound)
 	}
+}
+
+// On both stores (an 18.16 server, the embedded engine): a collector's
+// record of the file it ships names it (the id kept in its state
+// directory) and its host, and is released when it stops. Where the store
+// refuses source_owners (a schema from before it, a collector user without
+// the grant), the files are shipped all the same, said in the log and in
+// hitcount_collector_owners_unchecked: an upgrade whose schema step was
+// skipped must not stop shipping.
+func TestSourceOwnersOnEachStore(t *testing.T) {
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		base := time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC)
+		live := func(t *testing.T, site string) []sink.Owner {
+			t.Helper()
+			var out []sink.Owner
+			q := "SELECT collector, its_host FROM (" + strings.NewReplacer("IN ?", "IN (SELECT DISTINCT source_id FROM "+st.db+".hits WHERE site = '"+site+"')", "- ?", "- 3600").
+				Replace(sink.OwnersQuery(st.db+".source_owners")) + ")"
+			err := st.store.Select(context.Background(), q, nil, func(scan func(...any) error) error {
+				var o sink.Owner
+				if err := scan(&o.Collector, &o.Host); err != nil {
+					return err
+				}
+				out = append(out, o)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+
+		t.Run("recorded, then released", func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "access.log")
+			if err := os.WriteFile(path, logLines(91, 500, base), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			state := t.TempDir()
+			_, stop := runShipping(t, st.store, ownersTune(path, "recorded", state))
+			waitSiteRows(t, st, "recorded", 500, time.Minute)
+			host, _ := os.Hostname()
+			if got := live(t, "recorded"); len(got) != 1 || got[0].Collector != collectorID(t, state) || got[0].Host != host {
+				t.Errorf("live records %v, want one of collector %s on %s", got, collectorID(t, state), host)
+			}
+			stop()
+			if got := live(t, "recorded"); len(got) != 0 {
+				t.Errorf("live records after the collector stopped: %v, want none", got)
+			}
+		})
+
+		t.Run("table missing", func(t *testing.T) {
+			execSQL(t, st, "DROP TABLE "+st.db+".source_owners")
+			path := filepath.Join(t.TempDir(), "access.log")
+			if err := os.WriteFile(path, logLines(92, 500, base), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			c, _ := runShipping(t, st.store, func(o *collector.Options) {
+				ownersTune(path, "unchecked", t.TempDir())(o)
+				o.Metrics = collector.NewMetrics(reg)
+			})
+			waitSiteRows(t, st, "unchecked", 500, time.Minute)
+			if v := gaugeValue(t, reg, "hitcount_collector_owners_unchecked"); v != 1 {
+				t.Errorf("hitcount_collector_owners_unchecked = %v, want 1", v)
+			}
+			if err := c.Ready(); err != nil {
+				t.Errorf("Ready() = %v; shipping without the check is said in the log and the gauge, not by /readyz", err)
+			}
+		})
+	})
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
 }
