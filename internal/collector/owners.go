@@ -113,6 +113,7 @@ type ownership struct {
 
 	mu      sync.Mutex
 	entries map[uint64]*ownEntry
+	aliases map[uint64]uint64 // the id a file was opened under -> its entry's, where open re-keyed it
 	pending []*claimReq
 	gone    []sink.ClaimedSource // released at the next round
 	// uncheckedLogged: when source_owners unusable was last logged.
@@ -121,7 +122,7 @@ type ownership struct {
 
 func newOwnership(ins Inserter, log *slog.Logger, m *Metrics, id, host string, every time.Duration) *ownership {
 	return &ownership{ins: ins, log: log, m: m, id: id, host: host, every: every, win: ownersWindow * every,
-		kick: make(chan struct{}, 1), entries: map[uint64]*ownEntry{}}
+		kick: make(chan struct{}, 1), entries: map[uint64]*ownEntry{}, aliases: map[uint64]uint64{}}
 }
 
 // loop runs a round for the files opening (kicked by claim) and one for
@@ -156,6 +157,9 @@ func (o *ownership) claim(ctx context.Context, s *shipper, opened uint64) error 
 			o.entries[s.id.ID] = e
 		}
 		e.site, e.path, e.opened = s.src.Site, s.path, opened
+		if opened != e.id {
+			o.aliases[opened] = e.id
+		}
 		e.yield = s.yield
 		r := &claimReq{e: e, done: make(chan error, 1)}
 		o.pending = append(o.pending, r)
@@ -194,7 +198,7 @@ func (o *ownership) closed(id uint64, finished bool) {
 	}
 	e.yield = nil
 	if finished {
-		delete(o.entries, id)
+		o.forget(e)
 		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true})
 		return
 	}
@@ -206,15 +210,19 @@ func (o *ownership) closed(id uint64, finished bool) {
 func (o *ownership) waits(id uint64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if e := o.entries[id]; e != nil && e.state == ownWaiting {
-		return true
+	e := o.entries[id]
+	if e == nil {
+		e = o.entries[o.aliases[id]]
 	}
-	for _, e := range o.entries {
-		if e.opened == id && e.state == ownWaiting {
-			return true
-		}
+	return e != nil && e.state == ownWaiting
+}
+
+// forget drops e; o.mu is held.
+func (o *ownership) forget(e *ownEntry) {
+	delete(o.entries, e.id)
+	if o.aliases[e.opened] == e.id {
+		delete(o.aliases, e.opened)
 	}
-	return false
 }
 
 // prune forgets the sources no present file has (ids from the last scan),
@@ -226,7 +234,7 @@ func (o *ownership) prune(present map[uint64]bool) {
 		if present[id] || present[e.opened] || e.state == ownShipping {
 			continue
 		}
-		delete(o.entries, id)
+		o.forget(e)
 		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true})
 	}
 	o.gauge()
@@ -448,7 +456,7 @@ func (o *ownership) releaseAll(ctx context.Context) {
 	for _, e := range o.entries {
 		claim.Sources = append(claim.Sources, sink.ClaimedSource{ID: e.id, Site: e.site, Path: e.path, Release: true})
 	}
-	o.entries, o.gone = map[uint64]*ownEntry{}, nil
+	o.entries, o.aliases, o.gone = map[uint64]*ownEntry{}, map[uint64]uint64{}, nil
 	o.gauge()
 	o.mu.Unlock()
 	if len(claim.Sources) == 0 {

@@ -1,12 +1,18 @@
 package collector
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/tailer"
 	"github.com/hitcount/hitcount/sink"
 )
 
@@ -88,5 +94,78 @@ func TestInstanceID(t *testing.T) {
 	b, _ := instanceID("")
 	if a == b || !instanceRE.MatchString(a) {
 		t.Errorf("without a state directory: %q and %q, want two new ids", a, b)
+	}
+}
+
+// ownersStore answers ClaimSources with the records it is given, and keeps
+// what it was sent.
+type ownersStore struct {
+	lineStore
+	mu     sync.Mutex
+	now    time.Time
+	others []sink.Owner
+	claims []sink.Claim
+}
+
+func (s *ownersStore) ClaimSources(_ context.Context, c sink.Claim) (time.Time, []sink.Owner, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims = append(s.claims, c)
+	return s.now, append([]sink.Owner(nil), s.others...), nil
+}
+
+// A file another collector ships waits, under the id it was opened by as
+// well as the one open gave it; once the other's record is gone the file is
+// this collector's again; a finished file's record is released at the next
+// round; every refresh is one claim whatever the number of files.
+func TestOwnershipStates(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	st := &ownersStore{now: t0, others: []sink.Owner{{Source: 7, Collector: "a", Started: t0.Add(-time.Hour)}}}
+	o := newOwnership(st, slog.New(slog.DiscardHandler), nil, "b", "host-b", time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go o.loop(ctx)
+	ship := func(id uint64, path string) *shipper {
+		return &shipper{src: &Source{Site: "www"}, id: tailer.Identity{ID: id}, path: path}
+	}
+	// Source 7 was opened as 70 (re-keyed at open): another collector has it.
+	if err := o.claim(ctx, ship(7, "/a.log"), 70); !errors.Is(err, errOwnedElsewhere) {
+		t.Fatalf("claim of a file another collector ships: %v", err)
+	}
+	if !o.waits(7) || !o.waits(70) || o.waits(8) {
+		t.Errorf("waits(7, 70, 8) = %v %v %v, want true true false", o.waits(7), o.waits(70), o.waits(8))
+	}
+	if err := o.problem(); err == nil || !strings.Contains(err.Error(), "/a.log shipped by collector a") {
+		t.Errorf("problem() = %v", err)
+	}
+	if err := o.claim(ctx, ship(8, "/b.log"), 8); err != nil {
+		t.Fatalf("claim of a file nobody ships: %v", err)
+	}
+	// The other collector stops: at the next refresh file 7 is this one's.
+	st.mu.Lock()
+	st.others = nil
+	st.mu.Unlock()
+	o.runRound(ctx, true)
+	if o.waits(7) || o.waits(70) || o.problem() != nil {
+		t.Errorf("after the other left: waits = %v, problem = %v", o.waits(7), o.problem())
+	}
+	o.closed(8, true)
+	o.runRound(ctx, true)
+	st.mu.Lock()
+	last := st.claims[len(st.claims)-1]
+	st.mu.Unlock()
+	var released, kept []uint64
+	for _, s := range last.Sources {
+		if s.Release {
+			released = append(released, s.ID)
+		} else {
+			kept = append(kept, s.ID)
+			if !s.Started.Equal(t0) {
+				t.Errorf("source %d rewritten with start %v, want the first claim's %v", s.ID, s.Started, t0)
+			}
+		}
+	}
+	if fmt.Sprint(released) != "[8]" || fmt.Sprint(kept) != "[7]" {
+		t.Errorf("last round released %v and kept %v, want [8] and [7]", released, kept)
 	}
 }
