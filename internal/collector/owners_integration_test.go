@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -486,4 +488,63 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no series %s", name)
 	return 0
+}
+
+// A collector killed while it ships (no release) leaves its record live
+// until it is stale, 3 refresh intervals; the collector waiting for the
+// file then takes it over from where the store's lines end, after any
+// insert the killed one left running: every line once.
+func TestKilledCollectorsFileTakenOver(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	st := newServerStore(t, ch, 10*time.Second)
+	path := filepath.Join(t.TempDir(), "access.log")
+	base := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	if err := os.WriteFile(path, logLines(101, 2000, base), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stateA := t.TempDir()
+	a := exec.Command(os.Args[0], "-test.run=^$")
+	a.Env = append(append(os.Environ(), st.d.Env()...), "HITCOUNT_CHILD_COLLECTOR=1",
+		"HC_GLOB="+path, "HC_ROWS=300", "HC_STATE="+stateA, "HC_OWNERS_REFRESH="+ownersRefresh.String())
+	a.Stderr = testWriter{t}
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Process.Kill()
+	st.waitRows(t, 2000, time.Minute)
+
+	b, _ := runShipping(t, st.store, ownersTune(path, "www", t.TempDir()))
+	idA := collectorID(t, stateA)
+	waitReady(t, b, 30*time.Second, func(err error) bool { return err != nil && strings.Contains(err.Error(), idA) })
+
+	// Lines keep coming; the first collector is killed while it ships them.
+	written := make(chan int)
+	stopWriting := make(chan struct{})
+	go func() {
+		n := 0
+		for i := 0; ; i++ {
+			select {
+			case <-stopWriting:
+				written <- n
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			appendTo(t, path, logLines(uint64(2000+i), 20, base.Add(time.Duration(i)*time.Second)))
+			n += 20
+		}
+	}()
+	time.Sleep(time.Second)
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	t0 := time.Now()
+	waitReady(t, b, time.Minute, func(err error) bool { return err == nil })
+	t.Logf("the first collector killed: the second took its file over %v later (stale after %v)", time.Since(t0).Round(100*time.Millisecond), 3*ownersRefresh)
+	time.Sleep(time.Second)
+	close(stopWriting)
+	total := 2000 + uint64(<-written)
+	st.waitRows(t, total, time.Minute)
+	rows, distinct, _ := st.counts(t)
+	if rows != total || distinct != total {
+		t.Errorf("%d rows, %d distinct lines, want %d of each", rows, distinct, total)
+	}
 }
