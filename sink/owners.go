@@ -134,7 +134,7 @@ func (s *Sink) ClaimSources(ctx context.Context, c Claim) (time.Time, []Owner, e
 		return now, nil, fmt.Errorf("claim sources: the store's time: %w", err)
 	}
 	rows := ClaimRows(c, now)
-	err := s.withSchema(ctx, func() error {
+	insert := func() error {
 		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("source_owners")+" ("+OwnersColumns+")")
 		if err != nil {
 			return err
@@ -146,7 +146,11 @@ func (s *Sink) ClaimSources(ctx context.Context, c Claim) (time.Time, []Owner, e
 			}
 		}
 		return batch.Send()
-	})
+	}
+	// A replica rebuilt empty gets its tables (withSchema); with
+	// insert_quorum, an insert refused for another collector's claim
+	// whose quorum is pending is sent again (whileRefused, quorum.go).
+	err := s.withSchema(ctx, func() error { return s.whileRefused(ctx, insert) })
 	if err != nil {
 		return now, nil, fmt.Errorf("claim %d source(s): %w", len(rows), err)
 	}
