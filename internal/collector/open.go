@@ -29,6 +29,11 @@ func (s *shipper) run(ctx context.Context, f *os.File) {
 		// After an error the file is looked at again on the next scan;
 		// a file with nothing to read is remembered at its size then.
 		s.abandon(f, err == nil)
+		if err == nil {
+			// Nothing to ship: a record this collector had of the file (it
+			// waited for it) is released.
+			s.c.own.closed(s.id.ID, true)
+		}
 		return
 	}
 	if s.id.ID != s.id.Both && s.id.HasBoth {
