@@ -484,6 +484,11 @@ func checkUsers18(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServ
 	if err := col.RecordSource(ctx, site, b.SourceID, "/var/log/nginx/other.log"); err != nil {
 		t.Errorf("collector: record source: %v", err)
 	}
+	claim := sink.Claim{Collector: "0123456789abcdef", Host: "web-1", Window: 3 * time.Minute,
+		Sources: []sink.ClaimedSource{{ID: b.SourceID, Site: site, Path: "/var/log/nginx/other.log"}}}
+	if _, owners, err := col.ClaimSources(ctx, claim); err != nil || len(owners) != 1 || owners[0].Collector != claim.Collector {
+		t.Errorf("collector: claim its source: %v, %v; want its own record", owners, err)
+	}
 	if off, ok, err := col.Settle(ctx, b.SourceID); err != nil || !ok || off != 0 {
 		t.Errorf("collector: settle = %d, %v, %v; want 0, true, nil", off, ok, err)
 	}
@@ -899,6 +904,8 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 		ok(`SELECT count() FROM system.processes WHERE query_id LIKE 'hitcount-000000000000002a-%'`),
 		step{sql: `SELECT maxMerge(max_offset) FROM hitcount.ingest_progress WHERE source_id = 42 GROUP BY source_id`, want: "200\n"},
 		ok(`SELECT site, source_id, maxMerge(max_offset) FROM hitcount.ingest_progress GROUP BY site, source_id`),
+		ok(`INSERT INTO hitcount.source_owners (`+sink.OwnersColumns+`) VALUES (42, 'www.example.com', '0123456789abcdef', 'web-1', '/var/log/nginx/access.log', now(), now(), 0)`),
+		step{sql: "SELECT source_id, collector FROM (" + strings.NewReplacer("IN ?", "IN (42)", "- ?", "- 180").Replace(sink.OwnersQuery("hitcount.source_owners")) + ")", want: "42\t0123456789abcdef\n"},
 		denied("SELECT client FROM hitcount.hits"),
 		denied("SELECT referer, query, remote_user FROM hitcount.hits"),
 		denied("SELECT * FROM hitcount.crossings"),

@@ -113,6 +113,19 @@ ORDER BY (site, inserted)` + hitsSettings),
 	seen DateTime
 ) ENGINE = ReplacingMergeTree(seen)
 ORDER BY (site, source_id)`),
+		// source_owners: which collector ships each source, so a second
+		// one on the same file leaves it alone (owners.go).
+		q(`CREATE TABLE IF NOT EXISTS {db}.source_owners (
+	source_id UInt64,
+	site String,
+	collector String,
+	host String,
+	path String,
+	started DateTime,
+	seen DateTime,
+	released UInt8
+) ENGINE = ReplacingMergeTree(seen)
+ORDER BY (source_id, collector)`),
 		q(`CREATE TABLE IF NOT EXISTS {db}.ingest_progress (
 	site String,
 	source_id UInt64,

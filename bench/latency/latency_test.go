@@ -224,6 +224,9 @@ func (t *tracker) RecordSource(ctx context.Context, site string, id uint64, path
 	return t.ins.RecordSource(ctx, site, id, path)
 }
 func (t *tracker) Deduplicates() bool { return t.ins.Deduplicates() }
+func (t *tracker) ClaimSources(ctx context.Context, c sink.Claim) (time.Time, []sink.Owner, error) {
+	return t.ins.ClaimSources(ctx, c)
+}
 
 // BenchmarkCPU is the process's CPU time while the collector waits at the end
 // of BENCH_IDLE_FILES idle files, and while it follows one busy file (1,000
@@ -395,6 +398,9 @@ func (s *nullStore) Holds(context.Context, uint64, sink.Span) (sink.Held, error)
 }
 func (s *nullStore) MarkProgress(context.Context, string, uint64, int64) error { return nil }
 func (s *nullStore) Deduplicates() bool                                        { return true }
+func (s *nullStore) ClaimSources(context.Context, sink.Claim) (time.Time, []sink.Owner, error) {
+	return time.Now(), nil, nil
+}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage

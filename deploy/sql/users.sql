@@ -23,11 +23,13 @@
 
 -- collector: inserts parsed lines, rejects and sources; reads the committed
 -- offsets (ingest_progress) and which of its inserts still run
--- (system.processes) to resume exactly once.
+-- (system.processes) to resume exactly once; writes and reads
+-- source_owners (which collector ships each file: one per file).
 CREATE USER IF NOT EXISTS collector IDENTIFIED WITH sha256_password BY 'REPLACE_ME_collector_password' HOST ANY;
 GRANT INSERT ON hitcount.hits TO collector;
 GRANT INSERT ON hitcount.rejects TO collector;
 GRANT INSERT ON hitcount.sources TO collector;
+GRANT SELECT, INSERT ON hitcount.source_owners TO collector;
 GRANT SELECT ON hitcount.ingest_progress TO collector;
 GRANT SELECT ON system.processes TO collector;
 -- An insert into hits (and rejects) also runs the materialized views that feed

@@ -39,6 +39,11 @@ type Inserter interface {
 	MarkProgress(ctx context.Context, site string, source uint64, last int64) error
 	// RecordSource notes which file a source id is, for operators.
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
+	// ClaimSources writes this collector's records of the sources it ships
+	// or waits for in one insert, then reads every live record of them
+	// (which collector ships each: owners.go), with the store's time the
+	// records were stamped with.
+	ClaimSources(ctx context.Context, c sink.Claim) (time.Time, []sink.Owner, error)
 	// Deduplicates reports whether an identical batch inserted again (same
 	// id) is dropped by the store wherever it already landed, the main table
 	// and each materialized view alike.
@@ -75,7 +80,8 @@ type Options struct {
 	// writes).
 	PollOnly bool
 	// StateDir holds the positions hint (where a never-seen file started when
-	// start_at is end); empty disables it.
+	// start_at is end) and the collector's id (collector.id); empty disables
+	// the hint, and the id is new for each process.
 	StateDir string
 	Logger   *slog.Logger
 	Metrics  *Metrics
@@ -84,6 +90,11 @@ type Options struct {
 	// BackfillMin bytes to read, and the returned Progress follows the read
 	// until it catches up (a progress bar on a terminal).
 	Backfill func(path string, start, size int64) Progress
+
+	// OwnersRefresh is how often the collector rewrites its records of the
+	// files it ships in source_owners and reads the other collectors'; a
+	// record not rewritten for 3 intervals is stale (owners.go) [1m].
+	OwnersRefresh time.Duration
 }
 
 // Progress follows one backfill.
@@ -123,6 +134,9 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OwnersRefresh <= 0 {
+		o.OwnersRefresh = defaultOwnersRefresh
+	}
 }
 
 // Collector tails every configured source and ships its lines.
@@ -157,6 +171,7 @@ type Collector struct {
 	watcher   fileWatcher // wakes idle files on change; nil: poll only (set by Run)
 	ready     bool
 	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
+	own       *ownership                // which collector ships each file (owners.go)
 }
 
 type fileStat struct {
@@ -193,12 +208,19 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		}
 		c.positions = p
 	}
+	id, err := instanceID(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	c.own = newOwnership(ins, opts.Logger, opts.Metrics, id, host, opts.OwnersRefresh)
 	return c, nil
 }
 
 // Ready reports whether the collector has loaded ClickHouse's committed
-// offsets, its last contact with ClickHouse succeeded, and (cluster mode)
-// its replica lacks no part it cannot fetch.
+// offsets, its last contact with ClickHouse succeeded, (cluster mode) its
+// replica lacks no part it cannot fetch, and no file it matches is left to
+// another collector that ships it (owners.go).
 func (c *Collector) Ready() error {
 	if r, ok := c.ins.(replicaChecker); ok {
 		if err := r.ReplicaProblem(); err != nil {
@@ -210,7 +232,7 @@ func (c *Collector) Ready() error {
 	if !c.ready {
 		return errors.New("not connected to the store, or offsets not loaded yet")
 	}
-	return nil
+	return c.own.problem()
 }
 
 // replicaChecker is a store with replicas (a cluster) that can be incomplete.
@@ -256,6 +278,10 @@ func (c *Collector) Run(ctx context.Context) error {
 			defer w.Close()
 		}
 	}
+	go c.own.loop(ctx)
+	// After the last batches are committed (wg.Wait, deferred below, runs
+	// first): the next collector in line then resumes after them.
+	defer c.own.releaseAll(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	first := true

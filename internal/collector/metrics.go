@@ -18,6 +18,10 @@ type Metrics struct {
 	FilesSkipped  *prometheus.CounterVec
 	SourceFiles   *prometheus.GaugeVec
 	ClickHouseUp  prometheus.Gauge
+	// One collector per file (owners.go).
+	SourcesRefused  prometheus.Gauge
+	SourcesYielded  prometheus.Counter
+	OwnersUnchecked prometheus.Gauge
 }
 
 // NewMetrics creates the series and registers them on reg.
@@ -66,8 +70,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ClickHouseUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hitcount_collector_clickhouse_up", Help: "1 when the last insert or check against ClickHouse succeeded.",
 		}),
+		SourcesRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_sources_refused",
+			Help: "Log files not read because another collector ships them (its live record in source_owners is older): one collector per file. /readyz names each file and that collector.",
+		}),
+		SourcesYielded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hitcount_collector_sources_yielded_total",
+			Help: "Log files this collector stopped reading because another collector had claimed them first without being seen at open (a replica lagged, or this collector's records went stale): lines the two read before may be stored twice.",
+		}),
+		OwnersUnchecked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hitcount_collector_owners_unchecked",
+			Help: "1 while the store refuses source_owners to this collector (table missing, privilege not granted): files are shipped without checking that no other collector ships them. Fix: collector -migrate, deploy/sql/users.sql.",
+		}),
 	}
 	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.RowsInserted, m.Batches,
-		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp)
+		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp,
+		m.SourcesRefused, m.SourcesYielded, m.OwnersUnchecked)
 	return m
 }

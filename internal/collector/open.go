@@ -15,14 +15,25 @@ import (
 // predecessor's insert of this source may still run), then read and send
 // until the file is finished or ctx ends.
 func (s *shipper) run(ctx context.Context, f *os.File) {
+	opened := s.id.ID
 	start, how, read, err := s.open(ctx, f)
+	if err == nil && read {
+		// Only one collector reads a file (owners.go): another that ships
+		// it keeps it, and this one waits in line.
+		err = s.c.own.claim(ctx, s, opened)
+	}
 	if err != nil || !read {
-		if err != nil && ctx.Err() == nil && !errors.Is(err, errNotNow) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errNotNow) && !errors.Is(err, errOwnedElsewhere) {
 			s.c.log.Warn("cannot read log file", "path", s.path, "err", err)
 		}
 		// After an error the file is looked at again on the next scan;
 		// a file with nothing to read is remembered at its size then.
 		s.abandon(f, err == nil)
+		if err == nil {
+			// Nothing to ship: a record this collector had of the file (it
+			// waited for it) is released.
+			s.c.own.closed(s.id.ID, true)
+		}
 		return
 	}
 	if s.id.ID != s.id.Both && s.id.HasBoth {

@@ -258,6 +258,8 @@ func (c *Collector) scan(ctx context.Context, wg *sync.WaitGroup, first bool) {
 	c.mu.Lock()
 	c.firsts = st.firsts
 	c.mu.Unlock()
+	// Records of files gone are released (owners.go).
+	c.own.prune(st.ids)
 	// And the positions hint of a source no file has shown for a while.
 	if err := c.positions.prune(st.ids, c.opts.Now(), forgetAfter); err != nil {
 		c.log.Warn("cannot save the positions hint", "err", err)
@@ -352,6 +354,12 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	}
 	st.ids[id.ID], st.ids[id.First] = true, true
 	st.first(id.First, key, cand.path)
+	if c.own.waits(id.ID) {
+		// Another collector ships it (owners.go): a refresh says when it
+		// is this one's, not every scan.
+		f.Close()
+		return nil
+	}
 	c.mu.Lock()
 	_, dup := c.open[id.ID]
 	holder := c.open[id.First]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hitcount/hitcount/internal/lines"
@@ -70,7 +71,13 @@ type shipper struct {
 	sendCh     chan *sink.Batch
 	readFailed bool          // the last read failed or the file was truncated: do not remember it as finished
 	sent       chan struct{} // closed when send() has returned
+	// yielded: another collector ships the file (owners.go); read() stops
+	// at its next batch.
+	yielded atomic.Bool
 }
+
+// yield tells read() to stop: another collector claimed the file first.
+func (s *shipper) yield() { s.yielded.Store(true) }
 
 // read parses lines into batches and hands them to send() until the file is
 // finished or ctx ends.
@@ -91,6 +98,14 @@ func (s *shipper) read(ctx context.Context) {
 	for {
 		if ctx.Err() != nil {
 			s.handOff(b)
+			return
+		}
+		if s.yielded.Load() {
+			// Another collector ships the file: the batches handed to
+			// send() complete, the lines read since are left to it (it
+			// reads them from where the store's lines end).
+			s.drop(b)
+			s.readFailed = true // not finished here: looked at again
 			return
 		}
 		line, off, err := s.reader.Next()
@@ -310,6 +325,18 @@ func (s *shipper) handOff(b *sink.Batch) {
 	s.sendCh <- b
 }
 
+// drop gives back a batch that is not to be sent.
+func (s *shipper) drop(b *sink.Batch) {
+	if b == nil {
+		return
+	}
+	s.countRead(b)
+	if b.Lines > 0 {
+		s.c.countBatch("discarded")
+	}
+	s.c.release(b)
+}
+
 // replaced reports whether the open file's first line is no longer the one
 // that gave it its identity: truncated and rewritten.
 func (s *shipper) replaced() bool {
@@ -398,6 +425,7 @@ func (s *shipper) finish() {
 	if statErr == nil && !s.readFailed && readToEnd {
 		c.seen[s.key] = fileStat{size: fi.Size(), mtime: fi.ModTime(), ids: [2]uint64{s.id.ID, s.id.First}, path: s.path}
 	}
+	c.own.closed(s.id.ID, statErr == nil && !s.readFailed && readToEnd)
 	if c.m != nil {
 		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)
 	}

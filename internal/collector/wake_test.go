@@ -66,6 +66,9 @@ func (s *lineStore) Holds(context.Context, uint64, sink.Span) (sink.Held, error)
 func (s *lineStore) MarkProgress(context.Context, string, uint64, int64) error  { return nil }
 func (s *lineStore) RecordSource(context.Context, string, uint64, string) error { return nil }
 func (s *lineStore) Deduplicates() bool                                         { return true }
+func (s *lineStore) ClaimSources(context.Context, sink.Claim) (time.Time, []sink.Owner, error) {
+	return time.Now(), nil, nil
+}
 
 var testLine = `192.0.2.1 - - [22/Nov/2026:10:00:00 +0000] "GET /%d HTTP/1.1" 200 512 "-" "curl/8.5.0"` + "\n"
 

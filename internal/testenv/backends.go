@@ -22,6 +22,7 @@ type Store interface {
 	Holds(ctx context.Context, source uint64, span sink.Span) (sink.Held, error)
 	MarkProgress(ctx context.Context, site string, source uint64, last int64) error
 	RecordSource(ctx context.Context, site string, id uint64, path string) error
+	ClaimSources(ctx context.Context, c sink.Claim) (time.Time, []sink.Owner, error)
 	Deduplicates() bool
 	Select(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error
 	InsertRows(ctx context.Context, table, columns string, rows [][]any) error
