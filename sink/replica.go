@@ -112,6 +112,7 @@ func awaitReplica(ctx context.Context, c *sql.Conn, db, name string) error {
 	var awaited map[string]bool // GET_PART entries once the log is copied
 	var still []MissingPart     // those of them not fetched yet
 	var active, total uint8
+	begun := time.Now()
 	incomplete := func(parts []MissingPart, why string) error {
 		err := incompleteOrCtx(ctx, db, name, parts, why)
 		if inc, ok := err.(*IncompleteError); ok {
@@ -164,9 +165,12 @@ func awaitReplica(ctx context.Context, c *sql.Conn, db, name string) error {
 			stuck := 0
 			for _, p := range parts {
 				if awaited[p.Name] {
-					// A failure from before every replica was back says
-					// nothing now: it is tried again shortly.
-					p.Unfetchable = p.Unfetchable && active < total
+					// With every replica active a failure says nothing now
+					// (it is tried again shortly); with one down, a fetch
+					// that failed, or is not done within a second, is
+					// taken as one only it can serve, so a read does not
+					// wait out its bound for it.
+					p.Unfetchable = active < total && (p.Unfetchable || p.Reason != "" || time.Since(begun) > time.Second)
 					still = append(still, p)
 					if p.Unfetchable {
 						stuck++
