@@ -47,17 +47,7 @@ func testPartOnlyOnDownReplica(t *testing.T, comesBack bool) {
 	r1, r2 := servers[0], servers[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	open := func(addr string) *sink.Sink {
-		s, err := sink.Open(ctx, sink.Options{Addr: []string{addr}, Database: "hc", Cluster: "web", InsertTimeout: 5 * time.Second, DialTimeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	open := func(addr string) *sink.Sink { return openClusterSink(t, ctx, addr) }
 	open(r2.Addr()) // r2's tables exist before it stops fetching
 	s1 := open(r1.Addr())
 	r2.Exec(t, "SYSTEM STOP FETCHES")
