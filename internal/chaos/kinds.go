@@ -1,7 +1,8 @@
 // Package chaos is hitcount's own chaos harness for the collector, in
 // Jepsen's shape: a seeded random schedule of faults (the nemesis) runs
-// against the real collector binary, a real store (a ClickHouse 18.16 server
-// or the embedded engine) and real log files that writers keep appending to;
+// against the real collector binary, a real store (a ClickHouse 18.16 server,
+// two 18.16 servers replicating one shard through ZooKeeper, or the embedded
+// engine) and real log files that writers keep appending to;
 // once the faults stop and the collector has shipped what it can, an
 // invariant is checked per stream of lines.
 //
@@ -17,7 +18,8 @@
 // rotation styles, and which line is in which file), collector.go (the
 // collector process and its metrics), run.go (executing a schedule and
 // waiting for the collector to go quiet), check.go (the invariant).
-// collector_chaos_test.go runs it on both stores.
+// collector_chaos_test.go runs it on the server and embedded stores,
+// cluster_chaos_test.go on the cluster store.
 package chaos
 
 import (
@@ -34,9 +36,10 @@ import (
 // Kind is a kind of fault.
 type Kind string
 
-// The fault kinds. File kinds act on log files (both stores); process kinds
-// act on the collector process; server kinds on the ClickHouse server (the
-// server store only).
+// The fault kinds. File kinds act on log files (every store); process kinds
+// act on the collector process (every store); server kinds on the ClickHouse
+// server (the server store only); replica kinds on one replica of the
+// cluster store, chosen by the schedule.
 const (
 	// RotateCreate is logrotate's default: rename the live file to .1 (the
 	// writer keeps writing to it until it reopens), create a new live file,
@@ -90,6 +93,30 @@ const (
 	// views after it in name order, so a failing insert leaves its rows in
 	// hits and hits_1d but not in hits_1m, hits_touched or ingest_progress.
 	ViewFail Kind = "view-fail"
+
+	// ReplicaKill is kill -9 of one replica, started again after a moment.
+	ReplicaKill Kind = "replica-kill"
+	// ReplicaPause stops one replica with SIGSTOP for a while, sometimes
+	// longer than the collector's insert timeout, then SIGCONT: its
+	// connections stay open and hang.
+	ReplicaPause Kind = "replica-pause"
+	// ReplicaDownLong stops one replica (SIGTERM) for several insert
+	// timeouts, then starts it: the collector must go on with the other one.
+	ReplicaDownLong Kind = "replica-down-long"
+	// StopFetches runs SYSTEM STOP FETCHES on one replica for a while (it
+	// lags: parts inserted into the other exist only there), then SYSTEM
+	// START FETCHES. Sometimes the other replica is killed meanwhile: a
+	// part then exists only on a replica that is down, and the collector
+	// must not stall files that do not depend on it, nor lose or double a
+	// line once both are back.
+	StopFetches Kind = "stop-fetches"
+)
+
+// The stores a run can use.
+const (
+	StoreServer   = "server"
+	StoreEmbedded = "embedded"
+	StoreCluster  = "cluster"
 )
 
 type lane int
@@ -100,26 +127,31 @@ const (
 )
 
 type kindInfo struct {
-	lane       lane
-	serverOnly bool
+	lane lane
+	// only is the one store the kind applies to; "" for every store.
+	only string
 }
 
 var kinds = map[Kind]kindInfo{
-	RotateCreate:        {fileLane, false},
-	RotateCopyTruncate:  {fileLane, false},
-	RotateDelayCompress: {fileLane, false},
-	DeleteRotated:       {fileLane, false},
-	IdleFiles:           {fileLane, false},
-	SameFirstLine:       {fileLane, false},
-	NoNewline:           {fileLane, false},
-	Pre1970:             {fileLane, false},
-	StartAtEnd:          {nemesisLane, false},
-	CollectorKill:       {nemesisLane, false},
-	CollectorTerm:       {nemesisLane, false},
-	ServerKill:          {nemesisLane, true},
-	ServerFreeze:        {nemesisLane, true},
-	ServerRestart:       {nemesisLane, true},
-	ViewFail:            {nemesisLane, true},
+	RotateCreate:        {fileLane, ""},
+	RotateCopyTruncate:  {fileLane, ""},
+	RotateDelayCompress: {fileLane, ""},
+	DeleteRotated:       {fileLane, ""},
+	IdleFiles:           {fileLane, ""},
+	SameFirstLine:       {fileLane, ""},
+	NoNewline:           {fileLane, ""},
+	Pre1970:             {fileLane, ""},
+	StartAtEnd:          {nemesisLane, ""},
+	CollectorKill:       {nemesisLane, ""},
+	CollectorTerm:       {nemesisLane, ""},
+	ServerKill:          {nemesisLane, StoreServer},
+	ServerFreeze:        {nemesisLane, StoreServer},
+	ServerRestart:       {nemesisLane, StoreServer},
+	ViewFail:            {nemesisLane, StoreServer},
+	ReplicaKill:         {nemesisLane, StoreCluster},
+	ReplicaPause:        {nemesisLane, StoreCluster},
+	ReplicaDownLong:     {nemesisLane, StoreCluster},
+	StopFetches:         {nemesisLane, StoreCluster},
 }
 
 // AllKinds lists every fault kind, in a stable order.
@@ -128,16 +160,22 @@ func AllKinds() []Kind {
 		RotateCreate, RotateCopyTruncate, RotateDelayCompress, DeleteRotated, IdleFiles,
 		SameFirstLine, NoNewline, Pre1970, StartAtEnd,
 		CollectorKill, CollectorTerm, ServerKill, ServerFreeze, ServerRestart, ViewFail,
+		ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches,
 	}
 }
 
-// ServerOnly reports whether the kind needs a ClickHouse server (the embedded
-// engine cannot be reached from outside the collector's process).
-func (k Kind) ServerOnly() bool { return kinds[k].serverOnly }
+// AppliesTo reports whether the kind can run on store: server kinds need the
+// one ClickHouse server (the embedded engine cannot be reached from outside
+// the collector's process), replica kinds the cluster's replicas.
+func (k Kind) AppliesTo(store string) bool {
+	only := kinds[k].only
+	return only == "" || only == store
+}
 
 // Block says why a kind fails on the collector as it is today, and where.
 type Block struct {
-	// Stores it fails on ("server", "embedded"); none: every store.
+	// Stores it fails on ("server", "embedded", "cluster"); none: every
+	// store.
 	Stores []string
 	// Finding is the finding (issue 14 numbering where it has one) that
 	// makes it fail.
@@ -163,7 +201,7 @@ var Blocked = map[Kind]Block{
 func DefaultKinds(store string) []Kind {
 	var out []Kind
 	for _, k := range AllKinds() {
-		if k.ServerOnly() && store != "server" {
+		if !k.AppliesTo(store) {
 			continue
 		}
 		if b, blocked := Blocked[k]; blocked && b.On(store) {
@@ -190,7 +228,7 @@ func (s Settings) KindsFor(store string) []Kind {
 	}
 	var out []Kind
 	for _, k := range s.Kinds {
-		if !k.ServerOnly() || store == "server" {
+		if k.AppliesTo(store) {
 			out = append(out, k)
 		}
 	}

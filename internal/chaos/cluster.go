@@ -1,0 +1,327 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hitcount/hitcount/internal/testenv"
+)
+
+// The cluster store: two ClickHouse 18.16 servers, replicas r1 and r2 of
+// shard 01 of cluster ClusterName, replicating through ZooKeeper. The
+// collector lists both (clickhouse.addr) and inserts into the first that
+// answers; every fault of the replica kinds acts on one of them.
+
+// ClusterName is the cluster of the servers' remote_servers the collector
+// names (clickhouse.cluster).
+const ClusterName = "web"
+
+// Replica is one server of the cluster store, with its macro name (r1, r2).
+type Replica struct {
+	Name string
+	*testenv.ClickHouseServer
+}
+
+// ClusterShape is the order the collector lists the replicas in, drawn from
+// the seed: [r1, r2] or [r2, r1]. The collector prefers the first address,
+// and r1, started first, is usually the replication leader (it assigns
+// merges), so the two orders are not the same run with the names swapped.
+func ClusterShape(seed uint64, servers []*testenv.ClickHouseServer) []Replica {
+	out := make([]Replica, len(servers))
+	for i, s := range servers {
+		out[i] = Replica{Name: fmt.Sprintf("r%d", i+1), ClickHouseServer: s}
+	}
+	if seed%2 == 1 {
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+	}
+	return out
+}
+
+func replicaNames(rs []Replica) string {
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	return "[" + strings.Join(names, ", ") + "]"
+}
+
+// replica is the replica an event picks, and the other one.
+func (r *runner) replica(e Event) (Replica, Replica) {
+	rs := r.env.Replicas
+	i := int(e.Pick % uint64(len(rs)))
+	return rs[i], rs[(i+1)%len(rs)]
+}
+
+// replicaFault carries out a fault of a replica kind and undoes it.
+func (r *runner) replicaFault(e Event) {
+	rep, other := r.replica(e)
+	switch e.Kind {
+	case ReplicaKill:
+		rep.Kill()
+		r.killedReplica = true
+		r.ran(e.Kind, fmt.Sprintf("replica %s killed, down %.1fs", rep.Name, e.Hold.Seconds()))
+		time.Sleep(e.Hold)
+		rep.Start()
+	case ReplicaPause:
+		rep.Freeze()
+		r.ran(e.Kind, fmt.Sprintf("replica %s paused (SIGSTOP) for %.1fs (insert timeout %s)", rep.Name, e.Hold.Seconds(), InsertTimeout))
+		time.Sleep(e.Hold)
+		rep.Thaw()
+	case ReplicaDownLong:
+		rep.Stop()
+		r.ran(e.Kind, fmt.Sprintf("replica %s stopped (SIGTERM), down %.1fs", rep.Name, e.Hold.Seconds()))
+		time.Sleep(e.Hold)
+		rep.Start()
+	case StopFetches:
+		r.stopFetches(e, rep, other)
+	}
+}
+
+// stopFetches makes rep lag for e.Hold (SYSTEM STOP FETCHES: it takes
+// inserts but fetches no part the other replica took) and, if the event
+// says so, kills the other replica meanwhile: the parts only it has are
+// then on no running replica until it is back. Every step is undone before
+// it returns.
+func (r *runner) stopFetches(e Event, rep, other Replica) {
+	if err := r.exec(rep.ClickHouseServer, "SYSTEM STOP FETCHES"); err != nil {
+		r.problem("stop-fetches: %v", err)
+		return
+	}
+	what := fmt.Sprintf("replica %s fetches stopped for %.1fs", rep.Name, e.Hold.Seconds())
+	if e.KillFor > 0 {
+		what += fmt.Sprintf("; replica %s killed %.1fs in, down %.1fs", other.Name, e.KillAt.Seconds(), e.KillFor.Seconds())
+	}
+	r.ran(e.Kind, what)
+	type step struct {
+		at time.Duration
+		do func()
+	}
+	steps := []step{{e.Hold, func() {
+		if err := r.exec(rep.ClickHouseServer, "SYSTEM START FETCHES"); err != nil {
+			r.problem("stop-fetches: %v", err)
+		}
+		r.env.Logf("%6.1fs stop-fetches: replica %s fetches started", time.Since(r.start).Seconds(), rep.Name)
+	}}}
+	if e.KillFor > 0 {
+		steps = append(steps,
+			step{e.KillAt, func() {
+				other.Kill()
+				r.killedReplica = true
+				r.env.Logf("%6.1fs stop-fetches: replica %s killed", time.Since(r.start).Seconds(), other.Name)
+			}},
+			step{e.KillAt + e.KillFor, func() {
+				other.Start()
+				r.env.Logf("%6.1fs stop-fetches: replica %s started", time.Since(r.start).Seconds(), other.Name)
+			}})
+	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].at < steps[j].at })
+	t0 := time.Now()
+	for _, s := range steps {
+		time.Sleep(time.Until(t0.Add(s.at)))
+		s.do()
+	}
+}
+
+// restoreReplicas is the final phase's first step: every replica answers
+// and fetches. The nemesis undoes each fault before the next, so this
+// only makes sure of it: a run never ends with a replica down or lagging.
+func (r *runner) restoreReplicas() {
+	for _, rep := range r.env.Replicas {
+		if err := r.exec(rep.ClickHouseServer, "SYSTEM START FETCHES"); err != nil {
+			r.problem("final phase: replica %s: %v", rep.Name, err)
+		}
+	}
+}
+
+// exec runs one statement on srv on a connection of its own.
+func (r *runner) exec(srv *testenv.ClickHouseServer, sql string) error {
+	conn, err := clickhouse.Open(srv.Options())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s on %s: %w", sql, srv.Addr(), err)
+	}
+	return nil
+}
+
+// ReplicaResult is the invariant's verdict on one replica of the cluster.
+type ReplicaResult struct {
+	Name   string
+	Report *Report
+	// Tables sums up each replicated table (rows and a hash of their keys),
+	// to tell whether the replicas hold the same rows.
+	Tables map[string]string
+	// SyncErrs are SYSTEM SYNC REPLICA calls that failed or timed out: the
+	// replica could not fetch every part the other has.
+	SyncErrs []string
+	SyncDur  time.Duration
+}
+
+// syncTimeout bounds each SYSTEM SYNC REPLICA of the check: both replicas
+// run and fetch by then, so a table that does not catch up in this long is
+// a finding, not slowness.
+const syncTimeout = 2 * time.Minute
+
+// connQuerier reads one server on one connection.
+type connQuerier struct{ c driver.Conn }
+
+func (q connQuerier) Select(ctx context.Context, sql string, args []any, fn func(scan func(dest ...any) error) error) error {
+	rows, err := q.c.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// tableSums are what checkCluster compares across replicas, per table: the
+// same rows give the same line whatever the parts and merges.
+var tableSums = map[string]string{
+	"hits_local":            "SELECT toString(count()) || ' rows, keys ' || toString(sum(cityHash64(source_id, offset, path))) FROM %s",
+	"rejects_local":         "SELECT toString(count()) || ' rows, keys ' || toString(sum(cityHash64(source_id, offset, line))) FROM %s",
+	"hits_1m_local":         "SELECT 'hits ' || toString(sum(hits)) FROM %s",
+	"hits_1d_local":         "SELECT 'hits ' || toString(sum(hits)) FROM %s",
+	"ingest_progress_local": "SELECT toString(count()) || ' sources, offsets ' || toString(sum(o)) FROM (SELECT source_id, maxMerge(max_offset) AS o FROM %s GROUP BY source_id)",
+}
+
+// checkCluster checks the invariant on every replica, once each has fetched
+// every part (SYSTEM SYNC REPLICA on each replicated table), then that the
+// replicas agree.
+func (r *runner) checkCluster(lay Layout) ([]*ReplicaResult, error) {
+	var why []string
+	if r.killedReplica {
+		why = append(why, "README Limits: a 18.16 server killed mid-insert keeps the hits part and can lose a view's")
+	}
+	o := CheckOptions{Suffix: "_local", RollupMayLag: len(why) > 0, Why: strings.Join(why, "; ")}
+	var out []*ReplicaResult
+	for _, rep := range r.env.Replicas {
+		res, err := r.checkReplica(rep, o)
+		if err != nil {
+			return out, fmt.Errorf("replica %s: %w", rep.Name, err)
+		}
+		out = append(out, res)
+	}
+	first := out[0]
+	for _, other := range out[1:] {
+		for _, t := range sortedKeys(tableSums) {
+			if first.Tables[t] != other.Tables[t] {
+				r.problem("replicas differ: %s on %s: %s; on %s: %s", t, first.Name, first.Tables[t], other.Name, other.Tables[t])
+			}
+		}
+		for i, s := range first.Report.Streams {
+			if i >= len(other.Report.Streams) {
+				break
+			}
+			a, b := streamCounts(s), streamCounts(other.Report.Streams[i])
+			if !reflect.DeepEqual(a, b) {
+				r.problem("replicas differ on stream %s: %s %v, %s %v (rows, distinct, seqs, hits_1m, odd in hits, odd in rejects)",
+					s.Name, first.Name, a, other.Name, b)
+			}
+		}
+	}
+	return out, nil
+}
+
+func streamCounts(s *StreamResult) []uint64 {
+	return []uint64{s.Rows, s.Distinct, s.Seqs, s.Rollup, s.OddHits, s.OddRejects}
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkReplica syncs every replicated table of the database on rep, then
+// checks the invariant on its local tables.
+func (r *runner) checkReplica(rep Replica, o CheckOptions) (*ReplicaResult, error) {
+	res := &ReplicaResult{Name: rep.Name, Tables: map[string]string{}}
+	conn, err := clickhouse.Open(rep.Options())
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	q := connQuerier{conn}
+	var tables []string
+	err = q.Select(ctx, "SELECT name FROM system.tables WHERE database = ? AND engine LIKE 'Replicated%' ORDER BY name",
+		[]any{ServerDatabase}, func(scan func(...any) error) error {
+			var name string
+			if err := scan(&name); err != nil {
+				return err
+			}
+			tables = append(tables, name)
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list replicated tables: %w", err)
+	}
+	if len(tables) == 0 {
+		return nil, fmt.Errorf("no replicated table in database %s", ServerDatabase)
+	}
+	t0 := time.Now()
+	for _, t := range tables {
+		sctx, scancel := context.WithTimeout(ctx, syncTimeout)
+		err := conn.Exec(sctx, "SYSTEM SYNC REPLICA "+ServerDatabase+"."+t)
+		scancel()
+		if err != nil {
+			msg := fmt.Sprintf("replica %s: SYSTEM SYNC REPLICA %s.%s: %v", rep.Name, ServerDatabase, t, err)
+			res.SyncErrs = append(res.SyncErrs, msg)
+			r.problem("%s", msg)
+		}
+	}
+	res.SyncDur = time.Since(t0)
+	for t, sql := range tableSums {
+		var v string
+		err := q.Select(ctx, fmt.Sprintf(sql, ServerDatabase+"."+t), nil, func(scan func(...any) error) error { return scan(&v) })
+		if err != nil {
+			return nil, fmt.Errorf("sum up %s: %w", t, err)
+		}
+		res.Tables[t] = v
+	}
+	res.Report, err = Check(ctx, q, ServerDatabase, r.logs, o)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// keepReplicaLogs copies each replica's error log beside the run's files
+// (the main log is large; the error log says what replication did wrong).
+func (r *runner) keepReplicaLogs(dst string) {
+	for _, rep := range r.env.Replicas {
+		src := filepath.Join(rep.Dir(), "log", "clickhouse-server.err.log")
+		data, err := os.ReadFile(src)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(dst, "replicas", rep.Name)
+		if err := os.MkdirAll(dir, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, "clickhouse-server.err.log"), data, 0o644)
+		}
+	}
+}
