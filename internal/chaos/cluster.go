@@ -66,6 +66,7 @@ func (r *runner) replica(e Event) (Replica, Replica) {
 // replicaFault carries out a fault of a replica kind and undoes it.
 func (r *runner) replicaFault(e Event) {
 	rep, other := r.replica(e)
+	from := time.Since(r.start)
 	switch e.Kind {
 	case ReplicaKill:
 		rep.Kill()
@@ -73,17 +74,20 @@ func (r *runner) replicaFault(e Event) {
 		r.ran(e.Kind, fmt.Sprintf("replica %s killed, down %.1fs", rep.Name, e.Hold.Seconds()))
 		time.Sleep(e.Hold)
 		rep.Start()
+		r.mark(e.Kind, rep.Name+" down", from)
 	case ReplicaPause:
 		rep.Freeze()
 		r.ran(e.Kind, fmt.Sprintf("replica %s paused (SIGSTOP) for %.1fs (insert timeout %s)", rep.Name, e.Hold.Seconds(), InsertTimeout))
 		time.Sleep(e.Hold)
 		rep.Thaw()
+		r.mark(e.Kind, rep.Name+" paused", from)
 	case ReplicaDownLong:
 		rep.Stop()
 		r.ran(e.Kind, fmt.Sprintf("replica %s stopped (SIGTERM), down %.1fs", rep.Name, e.Hold.Seconds()))
 		time.Sleep(e.Hold)
 		rep.Start()
-	case StopFetches:
+		r.mark(e.Kind, rep.Name+" down", from)
+	case StopFetches, StopFetchesKill:
 		r.stopFetches(e, rep, other)
 	}
 }
@@ -107,22 +111,39 @@ func (r *runner) stopFetches(e Event, rep, other Replica) {
 		at time.Duration
 		do func()
 	}
+	from := time.Since(r.start)
+	// killed: when the other replica went down; 0 while it is up.
+	var killed time.Duration
 	steps := []step{{e.Hold, func() {
+		r.env.Logf("%6.1fs stop-fetches: replica %s's queue before its fetches start: %s", time.Since(r.start).Seconds(), rep.Name, r.queue(rep))
 		if err := r.exec(rep.ClickHouseServer, "SYSTEM START FETCHES"); err != nil {
 			r.problem("stop-fetches: %v", err)
 		}
 		r.env.Logf("%6.1fs stop-fetches: replica %s fetches started", time.Since(r.start).Seconds(), rep.Name)
+		r.mark(e.Kind, rep.Name+" lags", from)
+		if killed > 0 {
+			// The stretch with the other replica's parts on no
+			// running replica ends here (the other is still down).
+			r.mark(e.Kind, other.Name+" down while "+rep.Name+" lags", killed)
+			killed = 0
+		}
 	}}}
 	if e.KillFor > 0 {
 		steps = append(steps,
 			step{e.KillAt, func() {
+				r.env.Logf("%6.1fs stop-fetches: replica %s's queue as %s is killed: %s", time.Since(r.start).Seconds(), rep.Name, other.Name, r.queue(rep))
 				other.Kill()
 				r.killedReplica = true
+				killed = time.Since(r.start)
 				r.env.Logf("%6.1fs stop-fetches: replica %s killed", time.Since(r.start).Seconds(), other.Name)
 			}},
 			step{e.KillAt + e.KillFor, func() {
 				other.Start()
 				r.env.Logf("%6.1fs stop-fetches: replica %s started", time.Since(r.start).Seconds(), other.Name)
+				if killed > 0 {
+					r.mark(e.Kind, other.Name+" down while "+rep.Name+" lags", killed)
+					killed = 0
+				}
 			}})
 	}
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].at < steps[j].at })
@@ -131,6 +152,26 @@ func (r *runner) stopFetches(e Event, rep, other Replica) {
 		time.Sleep(time.Until(t0.Add(s.at)))
 		s.do()
 	}
+}
+
+// queue says what rep's replication queue holds: parts to fetch (those
+// its stopped fetches left behind), and how many of them a fetch was
+// refused for.
+func (r *runner) queue(rep Replica) string {
+	conn, err := clickhouse.Open(rep.Options())
+	if err != nil {
+		return err.Error()
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var n, get, cancelled uint64
+	err = conn.QueryRow(ctx, "SELECT count(), countIf(type = 'GET_PART'), countIf(last_exception LIKE '%cancelled%') FROM system.replication_queue WHERE database = ?",
+		ServerDatabase).Scan(&n, &get, &cancelled)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d entries, %d parts to fetch, %d refused as cancelled", n, get, cancelled)
 }
 
 // restoreReplicas is the final phase's first step: every replica answers

@@ -105,11 +105,15 @@ const (
 	ReplicaDownLong Kind = "replica-down-long"
 	// StopFetches runs SYSTEM STOP FETCHES on one replica for a while (it
 	// lags: parts inserted into the other exist only there), then SYSTEM
-	// START FETCHES. Sometimes the other replica is killed meanwhile: a
-	// part then exists only on a replica that is down, and the collector
-	// must not stall files that do not depend on it, nor lose or double a
-	// line once both are back.
+	// START FETCHES.
 	StopFetches Kind = "stop-fetches"
+	// StopFetchesKill is stop-fetches with the other replica killed while
+	// this one lags and started again later: parts then exist only on a
+	// replica that is down. The collector must not stall files that do not
+	// depend on them, nor lose or double a line once both are back. A kind
+	// of its own so that the lag alone stays in CI while this one is
+	// blocked.
+	StopFetchesKill Kind = "stop-fetches-kill"
 )
 
 // The stores a run can use.
@@ -152,6 +156,7 @@ var kinds = map[Kind]kindInfo{
 	ReplicaPause:        {nemesisLane, StoreCluster},
 	ReplicaDownLong:     {nemesisLane, StoreCluster},
 	StopFetches:         {nemesisLane, StoreCluster},
+	StopFetchesKill:     {nemesisLane, StoreCluster},
 }
 
 // AllKinds lists every fault kind, in a stable order.
@@ -160,7 +165,7 @@ func AllKinds() []Kind {
 		RotateCreate, RotateCopyTruncate, RotateDelayCompress, DeleteRotated, IdleFiles,
 		SameFirstLine, NoNewline, Pre1970, StartAtEnd,
 		CollectorKill, CollectorTerm, ServerKill, ServerFreeze, ServerRestart, ViewFail,
-		ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches,
+		ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches, StopFetchesKill,
 	}
 }
 

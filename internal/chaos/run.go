@@ -91,6 +91,9 @@ type Result struct {
 	// Shape is the cluster store's replicas in the collector's address
 	// order, "[r1, r2]" or "[r2, r1]".
 	Shape string
+	// Liveness is what the collector did during each replica fault
+	// (cluster store).
+	Liveness []Liveness
 	// Problems are failures outside the per-stream invariant: the collector
 	// exiting on its own or not stopping cleanly, not going quiet, a fault
 	// the harness could not carry out.
@@ -154,6 +157,7 @@ func (r *Result) Summary() string {
 	case r.Report != nil:
 		b.WriteString(r.Report.Table())
 	}
+	b.WriteString(livenessTable(r.Liveness))
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
 	}
@@ -200,6 +204,8 @@ type runner struct {
 	// killedReplica: a replica was killed (kill -9) during the run; read
 	// and written on the nemesis lane's goroutine, the test's.
 	killedReplica bool
+	// windows are the replica faults' stretches, for Liveness.
+	windows []window
 }
 
 func (r *runner) problem(format string, args ...any) {
@@ -267,6 +273,15 @@ func Run(t testing.TB, env Env) *Result {
 	ctx, stopWriters := context.WithCancel(context.Background())
 	defer stopWriters()
 	r.logs.Start(ctx)
+	var smp *sampler
+	sampling, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	var sampled sync.WaitGroup
+	if env.Store == StoreCluster {
+		smp = &sampler{}
+		sampled.Add(1)
+		go func() { defer sampled.Done(); smp.run(sampling, r) }()
+	}
 	var lanes sync.WaitGroup
 	if lay.LatePath != "" {
 		lanes.Add(1)
@@ -295,6 +310,14 @@ func Run(t testing.TB, env Env) *Result {
 		r.restoreReplicas()
 	}
 	r.waitQuiet()
+	stopSampling()
+	sampled.Wait()
+	if smp != nil {
+		res.Liveness = r.liveness(smp)
+		if err := smp.write(filepath.Join(env.Dir, "samples.txt"), r.logs.Root); err != nil {
+			r.problem("harness: %v", err)
+		}
+	}
 	if err := r.coll.Term(2 * time.Minute); err != nil {
 		r.problem("final stop: %v", err)
 	}
@@ -316,8 +339,13 @@ func Run(t testing.TB, env Env) *Result {
 	}
 	if res.Failed() {
 		res.LogTail = r.coll.LogTail(60)
+	}
+	// CHAOS_KEEP=1 keeps a passing run's files too (to read what the
+	// collector logged through a fault that did not fail the check).
+	if res.Failed() || os.Getenv("CHAOS_KEEP") != "" {
 		res.Artifacts = r.keep()
 		r.keepReplicaLogs(res.Artifacts)
+		env.Logf("the run's files are kept in %s", res.Artifacts)
 	}
 	return res
 }
@@ -461,7 +489,7 @@ func (r *runner) nemesisLane() {
 	for _, e := range r.res.Schedule.Nemesis {
 		r.sleepUntil(e.At)
 		switch e.Kind {
-		case ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches:
+		case ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches, StopFetchesKill:
 			r.replicaFault(e)
 		case CollectorKill:
 			r.coll.Kill()

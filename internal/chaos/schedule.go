@@ -18,9 +18,9 @@ type Event struct {
 	// replica) among those that exist then, so the schedule itself needs no
 	// knowledge of the files.
 	Pick uint64
-	// KillAt and KillFor (stop-fetches only; zero: no kill): the other
-	// replica is killed KillAt after the fetches stop and started again
-	// KillFor later, which may be after the fetches start again.
+	// KillAt and KillFor (stop-fetches-kill): the other replica is killed
+	// KillAt after the fetches stop and started again KillFor later, which
+	// may be after the fetches start again.
 	KillAt, KillFor time.Duration
 }
 
@@ -135,16 +135,16 @@ func NewSchedule(seed uint64, d time.Duration, ks []Kind, store string, insertTi
 			hold = between(nr, 300*time.Millisecond, 2*insertTimeout+time.Second)
 		case ReplicaDownLong:
 			hold = between(nr, 3*insertTimeout, 5*insertTimeout)
-		case StopFetches:
+		case StopFetches, StopFetchesKill:
 			hold = between(nr, 4*time.Second, 10*time.Second)
 		}
 		e := Event{At: at, Kind: k, Hold: hold, Pick: nr.Uint64()}
-		// Half the time the other replica is killed while this one lags:
-		// what was inserted into it since the fetches stopped is then on no
-		// running replica.
-		if k == StopFetches && nr.IntN(2) == 0 {
+		// The other replica is killed once this one lags, so that what
+		// was inserted into it since is on no running replica, for long
+		// enough that the files not waiting on it must be seen to move.
+		if k == StopFetchesKill {
 			e.KillAt = between(nr, time.Second, e.Hold/2)
-			e.KillFor = between(nr, time.Second, 5*time.Second)
+			e.KillFor = between(nr, 3*time.Second, 8*time.Second)
 		}
 		s.Nemesis = append(s.Nemesis, e)
 		at += e.End() + between(nr, 1500*time.Millisecond, 5*time.Second)
