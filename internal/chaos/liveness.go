@@ -210,9 +210,15 @@ func (r *runner) liveness(s *sampler) []Liveness {
 // nothing counts as stalled: a few scans (the gauge moves once a scan).
 const stalledMin = 3 * time.Second
 
-// stalled lists the files that were behind at every sample from from to
-// to and never less so from one sample to the next: nothing of theirs was
-// committed.
+// stalledBehind is how far behind a file that committed nothing must end
+// up to count as stalled: bytes_behind counts from the start of the last
+// committed line, so a file all shipped is one line behind, and a bursty
+// writer's file sits there through its silences.
+const stalledBehind = 4 << 10
+
+// stalled lists the files that were never less behind from one sample to
+// the next from from to to, and ended more than stalledBehind behind:
+// lines were written and nothing of theirs was committed.
 func stalled(samples []sample, from, to time.Duration) []string {
 	type track struct {
 		n        int     // samples listing the file
@@ -244,7 +250,7 @@ func stalled(samples []sample, from, to time.Duration) []string {
 	for p, t := range files {
 		// Listed by every sample: a file opened or finished meanwhile is
 		// not judged on a part of the stretch.
-		if !t.progress && t.n == len(in) && t.n >= 3 {
+		if !t.progress && t.n == len(in) && t.n >= 3 && t.last > stalledBehind {
 			out = append(out, p)
 		}
 	}
