@@ -264,30 +264,31 @@ func TestRotationBookkeeping(t *testing.T) {
 	}
 }
 
-// A file counts as stalled only if it fell behind by more than a few lines
-// and nothing of it was committed: not one caught up, not one that moved
-// once, not a bursty writer's file sitting one line behind through a
-// silence, not one opened midway.
+// A file counts as stalled only if lines waited in it, more than a few
+// lines behind, for stalledMin without anything of it committed: not one
+// caught up, not one that commits now and then, not a bursty writer's file
+// sitting one line behind through a silence, not a burst written just
+// before the stretch ends.
 func TestStalled(t *testing.T) {
 	at := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	var samples []sample
-	for i := range 8 {
+	for i := range 10 {
 		b := map[string]float64{
 			"/l/stuck":   float64(1000 + 3000*i),
 			"/l/moving":  float64(5000 + 3000*(i%3)), // commits every third sample
 			"/l/silent":  194,                        // one line behind, writer silent
 			"/l/shipped": 0,
+			"/l/burst":   194,
 		}
-		if i >= 4 {
-			b["/l/late"] = float64(10000 * i)
+		if i >= 7 {
+			b["/l/burst"] = 11000 // written at 3.5 s, not committed by 4.5 s
 		}
 		samples = append(samples, sample{at: at(float64(i) * 0.5), behind: b})
 	}
-	got := stalled(samples, 0, at(3.5))
-	if !reflect.DeepEqual(got, []string{"/l/stuck"}) {
+	if got := stalled(samples, 0, at(4.5)); !reflect.DeepEqual(got, []string{"/l/stuck"}) {
 		t.Fatalf("stalled: %v, want only /l/stuck", got)
 	}
-	if got := stalled(samples, 0, at(0.5)); got != nil {
-		t.Fatalf("two samples judged: %v", got)
+	if got := stalled(samples, 0, at(2.5)); got != nil {
+		t.Fatalf("2.5 s judged: %v, want none (stuck waits 2 s of it)", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -211,6 +212,9 @@ type ReplicaResult struct {
 	// replica could not fetch every part the other has.
 	SyncErrs []string
 	SyncDur  time.Duration
+	// Parts says, for the first lines a stream has twice, which parts of
+	// hits_local hold them: two copies in two parts came from two inserts.
+	Parts []string
 }
 
 // syncTimeout bounds each SYSTEM SYNC REPLICA of the check: both replicas
@@ -348,21 +352,114 @@ func (r *runner) checkReplica(rep Replica, o CheckOptions) (*ReplicaResult, erro
 	if err != nil {
 		return nil, err
 	}
+	for _, s := range res.Report.Failed() {
+		if len(s.Duplicated) == 0 {
+			continue
+		}
+		// Stream names and seqs are [a-z0-9-]: safe in a literal.
+		var paths []string
+		for _, seq := range s.Duplicated[:min(len(s.Duplicated), 20)] {
+			paths = append(paths, fmt.Sprintf("'/chaos/%s/%d'", s.Name, seq))
+		}
+		err := q.Select(ctx, "SELECT _part, count(), min(offset), max(offset) FROM "+ServerDatabase+".hits_local WHERE path IN ("+
+			strings.Join(paths, ", ")+") GROUP BY _part ORDER BY _part", nil, func(scan func(...any) error) error {
+			var part string
+			var n, lo, hi uint64
+			if err := scan(&part, &n, &lo, &hi); err != nil {
+				return err
+			}
+			res.Parts = append(res.Parts, fmt.Sprintf("stream %s, first %d lines in hits twice: part %s holds %d rows of them (offsets %d-%d)", s.Name, len(paths), part, n, lo, hi))
+			return nil
+		})
+		if err != nil {
+			res.Parts = append(res.Parts, fmt.Sprintf("stream %s: parts of the lines in hits twice: %v", s.Name, err))
+		}
+	}
 	return res, nil
 }
 
-// keepReplicaLogs copies each replica's error log beside the run's files
-// (the main log is large; the error log says what replication did wrong).
+// keepReplicaLogs copies each replica's logs beside the run's files
+// (information level: tens of MB at most for a run).
 func (r *runner) keepReplicaLogs(dst string) {
 	for _, rep := range r.env.Replicas {
-		src := filepath.Join(rep.Dir(), "log", "clickhouse-server.err.log")
-		data, err := os.ReadFile(src)
-		if err != nil {
+		dir := filepath.Join(dst, "replicas", rep.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			continue
 		}
-		dir := filepath.Join(dst, "replicas", rep.Name)
-		if err := os.MkdirAll(dir, 0o755); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "clickhouse-server.err.log"), data, 0o644)
+		for _, name := range []string{"clickhouse-server.err.log", "clickhouse-server.log"} {
+			if data, err := os.ReadFile(filepath.Join(rep.Dir(), "log", name)); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+			}
 		}
 	}
+}
+
+// replicaWatch records, once a second, how each replica sees its
+// hits_local: read-only (replication not started, as after a restart while
+// the old session's is_active node lives on), session expired, its log
+// pointer against the log's last entry, its queue. Kept with a run's files
+// (replicas.txt): a finding's explanation is usually there.
+type replicaWatch struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *replicaWatch) run(ctx context.Context, r *runner) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		states := make([]string, len(r.env.Replicas))
+		at := time.Since(r.start)
+		for i, rep := range r.env.Replicas {
+			wg.Add(1)
+			go func() { defer wg.Done(); states[i] = rep.Name + " " + replicaState(ctx, rep) }()
+		}
+		wg.Wait()
+		w.mu.Lock()
+		w.lines = append(w.lines, fmt.Sprintf("%.1f %s", at.Seconds(), strings.Join(states, " | ")))
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func replicaState(ctx context.Context, rep Replica) string {
+	ctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
+	defer cancel()
+	opts := rep.Options()
+	opts.DialTimeout = 500 * time.Millisecond
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return "unreachable"
+	}
+	defer conn.Close()
+	var ro, expired, active, total uint8
+	var ptr, last uint64
+	var queue, inserts uint32
+	err = conn.QueryRow(ctx, "SELECT is_readonly, is_session_expired, log_pointer, log_max_index, queue_size, inserts_in_queue, active_replicas, total_replicas FROM system.replicas WHERE database = ? AND table = 'hits_local'",
+		ServerDatabase).Scan(&ro, &expired, &ptr, &last, &queue, &inserts, &active, &total)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return "no answer"
+	case err != nil:
+		return "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	var flags []string
+	if ro == 1 {
+		flags = append(flags, "READONLY")
+	}
+	if expired == 1 {
+		flags = append(flags, "SESSION-EXPIRED")
+	}
+	return fmt.Sprintf("hits_local log %d/%d queue %d (fetches %d) active %d/%d %s", ptr, last, queue, inserts, active, total, strings.Join(flags, " "))
+}
+
+func (w *replicaWatch) write(path string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return os.WriteFile(path, []byte(strings.Join(w.lines, "\n")+"\n"), 0o644)
 }

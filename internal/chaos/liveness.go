@@ -210,47 +210,48 @@ func (r *runner) liveness(s *sampler) []Liveness {
 // nothing counts as stalled: a few scans (the gauge moves once a scan).
 const stalledMin = 3 * time.Second
 
-// stalledBehind is how far behind a file that committed nothing must end
-// up to count as stalled: bytes_behind counts from the start of the last
-// committed line, so a file all shipped is one line behind, and a bursty
-// writer's file sits there through its silences.
+// stalledBehind is how far behind a file must be to count as waiting:
+// bytes_behind counts from the start of the last committed line, so a file
+// all shipped is one line behind, and a bursty writer's file sits there
+// through its silences.
 const stalledBehind = 4 << 10
 
-// stalled lists the files that were never less behind from one sample to
-// the next from from to to, and ended more than stalledBehind behind:
-// lines were written and nothing of theirs was committed.
+// stalled lists the files that, between from and to, stayed more than
+// stalledBehind behind for stalledMin or longer without once being less
+// behind than at the sample before: lines were waiting and nothing of
+// theirs was committed. A burst written just before to is not a stall.
 func stalled(samples []sample, from, to time.Duration) []string {
 	type track struct {
-		n        int     // samples listing the file
-		last     float64 // its bytes behind at the last of them
-		progress bool    // caught up, or less behind than before, once
+		since   time.Duration // when the current wait began; -1: not waiting
+		last    float64
+		longest time.Duration
 	}
 	files := map[string]*track{}
-	var in []sample
 	for _, smp := range samples {
-		if smp.at >= from && smp.at <= to && smp.behind != nil {
-			in = append(in, smp)
+		if smp.at < from || smp.at > to || smp.behind == nil {
+			continue
 		}
-	}
-	for _, smp := range in {
 		for p, v := range smp.behind {
 			t := files[p]
 			if t == nil {
-				t = &track{last: v}
+				t = &track{since: -1, last: v}
 				files[p] = t
 			}
-			t.n++
-			if v == 0 || v < t.last {
-				t.progress = true
+			switch {
+			case v <= stalledBehind || v < t.last:
+				t.since = -1 // shipped up to a line, or committed something
+			case t.since < 0:
+				t.since = smp.at
+			}
+			if t.since >= 0 {
+				t.longest = max(t.longest, smp.at-t.since)
 			}
 			t.last = v
 		}
 	}
 	var out []string
 	for p, t := range files {
-		// Listed by every sample: a file opened or finished meanwhile is
-		// not judged on a part of the stretch.
-		if !t.progress && t.n == len(in) && t.n >= 3 && t.last > stalledBehind {
+		if t.longest >= stalledMin {
 			out = append(out, p)
 		}
 	}

@@ -178,6 +178,9 @@ func (r *Result) FailureMessage() string {
 	case len(r.Replicas) > 0:
 		for _, rep := range r.Replicas {
 			failed("replica "+rep.Name+": ", rep.Report)
+			for _, p := range rep.Parts {
+				fmt.Fprintf(&b, "replica %s: %s\n", rep.Name, p)
+			}
 		}
 	case r.Report != nil:
 		failed("", r.Report)
@@ -274,13 +277,15 @@ func Run(t testing.TB, env Env) *Result {
 	defer stopWriters()
 	r.logs.Start(ctx)
 	var smp *sampler
+	var watch *replicaWatch
 	sampling, stopSampling := context.WithCancel(context.Background())
 	defer stopSampling()
 	var sampled sync.WaitGroup
 	if env.Store == StoreCluster {
-		smp = &sampler{}
-		sampled.Add(1)
+		smp, watch = &sampler{}, &replicaWatch{}
+		sampled.Add(2)
 		go func() { defer sampled.Done(); smp.run(sampling, r) }()
+		go func() { defer sampled.Done(); watch.run(sampling, r) }()
 	}
 	var lanes sync.WaitGroup
 	if lay.LatePath != "" {
@@ -315,6 +320,9 @@ func Run(t testing.TB, env Env) *Result {
 	if smp != nil {
 		res.Liveness = r.liveness(smp)
 		if err := smp.write(filepath.Join(env.Dir, "samples.txt"), r.logs.Root); err != nil {
+			r.problem("harness: %v", err)
+		}
+		if err := watch.write(filepath.Join(env.Dir, "replicas.txt")); err != nil {
 			r.problem("harness: %v", err)
 		}
 	}
