@@ -265,10 +265,10 @@ func TestRotationBookkeeping(t *testing.T) {
 }
 
 // A file counts as stalled only if lines waited in it, more than a few
-// lines behind, for stalledMin without anything of it committed: not one
+// lines behind, for the minimum without anything of it committed: not one
 // caught up, not one that commits now and then, not a bursty writer's file
 // sitting one line behind through a silence, not a burst written just
-// before the stretch ends.
+// before the end; and a stretch without the collector ends every wait.
 func TestStalled(t *testing.T) {
 	at := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	var samples []sample
@@ -285,10 +285,15 @@ func TestStalled(t *testing.T) {
 		}
 		samples = append(samples, sample{at: at(float64(i) * 0.5), behind: b})
 	}
-	if got := stalled(samples, 0, at(4.5)); !reflect.DeepEqual(got, []string{"/l/stuck"}) {
-		t.Fatalf("stalled: %v, want only /l/stuck", got)
+	want := []Stall{{File: "/l/stuck", From: at(1), To: at(4.5)}}
+	if got := stalled(samples, 3*time.Second); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stalled: %v, want %v", got, want)
 	}
-	if got := stalled(samples, 0, at(2.5)); got != nil {
-		t.Fatalf("2.5 s judged: %v, want none (stuck waits 2 s of it)", got)
+	if got := stalled(samples, 4*time.Second); got != nil {
+		t.Fatalf("4 s minimum: %v, want none (stuck waits 3.5 s)", got)
+	}
+	samples[5].behind = nil // the collector restarting at 2.5 s
+	if got := stalled(samples, 3*time.Second); got != nil {
+		t.Fatalf("across a restart: %v, want none", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -440,13 +441,22 @@ func replicaState(ctx context.Context, rep Replica) string {
 	var ro, expired, active, total uint8
 	var ptr, last uint64
 	var queue, inserts uint32
-	err = conn.QueryRow(ctx, "SELECT is_readonly, is_session_expired, log_pointer, log_max_index, queue_size, inserts_in_queue, active_replicas, total_replicas FROM system.replicas WHERE database = ? AND table = 'hits_local'",
-		ServerDatabase).Scan(&ro, &expired, &ptr, &last, &queue, &inserts, &active, &total)
+	var updated time.Time
+	var replicaPath string
+	err = conn.QueryRow(ctx, "SELECT is_readonly, is_session_expired, log_pointer, log_max_index, queue_size, inserts_in_queue, active_replicas, total_replicas, last_queue_update, replica_path FROM system.replicas WHERE database = ? AND table = 'hits_local'",
+		ServerDatabase).Scan(&ro, &expired, &ptr, &last, &queue, &inserts, &active, &total, &updated, &replicaPath)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return "no answer"
 	case err != nil:
 		return "error: " + strings.ReplaceAll(err.Error(), "\n", " ")
+	}
+	// The queue in ZooKeeper is the replica's to-do list whether or not its
+	// replication runs; system.replication_queue is its copy in memory.
+	zkQueue := "?"
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = ?", replicaPath+"/queue").Scan(&n); err == nil {
+		zkQueue = strconv.FormatUint(n, 10)
 	}
 	var flags []string
 	if ro == 1 {
@@ -455,7 +465,12 @@ func replicaState(ctx context.Context, rep Replica) string {
 	if expired == 1 {
 		flags = append(flags, "SESSION-EXPIRED")
 	}
-	return fmt.Sprintf("hits_local log %d/%d queue %d (fetches %d) active %d/%d %s", ptr, last, queue, inserts, active, total, strings.Join(flags, " "))
+	upd := "never"
+	if updated.Unix() > 0 {
+		upd = updated.Format("15:04:05")
+	}
+	return fmt.Sprintf("hits_local log %d/%d queue %d (fetches %d, in zk %s, updated %s) active %d/%d %s",
+		ptr, last, queue, inserts, zkQueue, upd, active, total, strings.Join(flags, " "))
 }
 
 func (w *replicaWatch) write(path string) error {

@@ -245,33 +245,58 @@ next:
 }
 
 var (
-	logTime = regexp.MustCompile(`^time=(\S+) level=(WARN|ERROR) `)
-	logPath = regexp.MustCompile(` path=(\S+)`)
+	logTime   = regexp.MustCompile(`^time=(\S+) level=(\w+) `)
+	logPath   = regexp.MustCompile(` path=(\S+)`)
+	logSource = regexp.MustCompile(` source_id=(\w+)`)
 )
 
-// WarnedPaths are the files named (path=) by the collector's warnings and
-// errors logged between from and to.
-func (c *Collector) WarnedPaths(from, to time.Time) map[string]bool {
-	out := map[string]bool{}
+// warning is a warning or error the collector logged about a file.
+type warning struct {
+	at   time.Time
+	path string
+}
+
+// Warnings are the collector's warnings and errors that name a file, by
+// its path or by its source id (a file being opened waits on the store by
+// its source id), in the order logged.
+func (c *Collector) Warnings() []warning {
+	var out []warning
 	f, err := os.Open(c.LogPath)
 	if err != nil {
 		return out
 	}
 	defer f.Close()
+	paths := map[uint64]string{} // source id -> path, from "reading log file"
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		m := logTime.FindStringSubmatch(sc.Text())
+		line := sc.Text()
+		m := logTime.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		at, err := time.Parse(time.RFC3339Nano, m[1])
-		if err != nil || at.Before(from) || at.After(to) {
+		path := ""
+		if p := logPath.FindStringSubmatch(line); p != nil {
+			path = p[1]
+		}
+		var id uint64
+		if s := logSource.FindStringSubmatch(line); s != nil {
+			id, _ = strconv.ParseUint(s[1], 10, 64) // slog prints a uint64 in decimal
+		}
+		if path != "" && id != 0 {
+			paths[id] = path
+		}
+		if m[2] != "WARN" && m[2] != "ERROR" {
 			continue
 		}
-		if p := logPath.FindStringSubmatch(sc.Text()); p != nil {
-			out[p[1]] = true
+		if path == "" {
+			path = paths[id]
 		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil || path == "" {
+			continue
+		}
+		out = append(out, warning{at: at, path: path})
 	}
 	return out
 }

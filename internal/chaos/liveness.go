@@ -17,11 +17,12 @@ import (
 // question: a part only a down replica has must stall the files whose
 // batch depends on it, not the others, while the other replica takes
 // inserts. So the run samples the collector's counters (rows inserted, the
-// oldest unshipped line, each open file's bytes behind) and, per replica
-// fault, reports how many rows went in while it lasted and how long the
-// collector took to catch up once it was undone; a file that committed
-// nothing through a long enough fault though none of its inserts failed
-// (it did not depend on the replica) is a problem.
+// oldest unshipped line, each open file's bytes behind); per replica fault
+// it reports how many rows went in while it lasted and how long the
+// collector took to catch up once it was undone; and anywhere in the run,
+// a file whose lines waited stallMin with nothing committed, though the
+// collector logged no failed insert or settle of it meanwhile (it did not
+// depend on a replica), is a problem.
 
 // sampleEvery is how often the collector's counters are sampled.
 const sampleEvery = 500 * time.Millisecond
@@ -94,10 +95,26 @@ func (r *runner) mark(k Kind, what string, from time.Duration) {
 // collector counts as caught up: a few batch delays.
 const caughtUp = 2 * time.Second
 
-// stallGrace is how long into a fault files may all wait: an insert into a
-// paused replica fails only at the insert timeout, and until then the
-// batches in flight may be all there are; a gauge moves once a scan.
-const stallGrace = InsertTimeout + time.Second
+// stallMin is how long lines may wait in a file that depends on no
+// replica: an insert into a paused replica fails only at the insert
+// timeout, and until then the batches in flight may be all there are; a
+// gauge moves once a scan; then a few scans more.
+const stallMin = InsertTimeout + time.Second + 3*time.Second
+
+// Stall is a stretch during which lines waited in a file and nothing of it
+// was committed.
+type Stall struct {
+	File     string // relative to the log root
+	From, To time.Duration
+	// Waiting: the collector logged a failed insert or settle of the file
+	// during the stretch: it waited on a replica. Otherwise it was stalled
+	// by others: a problem.
+	Waiting bool
+}
+
+func (s Stall) String() string {
+	return fmt.Sprintf("%s %.1f-%.1fs", s.File, s.From.Seconds(), s.To.Seconds())
+}
 
 // Liveness is what the collector did while one fault was in force.
 type Liveness struct {
@@ -112,16 +129,8 @@ type Liveness struct {
 	// CatchUp is how long after the fault was undone the oldest unshipped
 	// line was younger than caughtUp again; -1: not within the samples.
 	CatchUp time.Duration
-	// Judged is the stretch, from stallGrace into the fault to its end,
-	// over which files must commit; 0 when shorter than stalledMin.
-	Judged time.Duration
-	// Stalled are the files (relative to the log root) behind all through
-	// Judged that committed nothing, though none of their inserts failed
-	// during the fault: they did not depend on the replica.
-	Stalled []string
-	// Waiting are files that committed nothing either, with an insert or a
-	// settle that failed during the fault: waiting on the replica.
-	Waiting []string
+	// Stalls are the run's stalls that overlap the fault or the catch-up.
+	Stalls []Stall
 }
 
 func (l Liveness) String() string {
@@ -132,17 +141,25 @@ func (l Liveness) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%6.1f-%5.1fs %-17s %6.0f rows in, oldest unshipped %4.1fs, %s (%s)",
 		l.From.Seconds(), l.To.Seconds(), l.Kind, l.Rows, l.Oldest, cu, l.What)
-	if len(l.Waiting) > 0 {
-		fmt.Fprintf(&b, "; waiting on it: %s", strings.Join(l.Waiting, " "))
+	var waiting, stalled []string
+	for _, s := range l.Stalls {
+		if s.Waiting {
+			waiting = append(waiting, s.String())
+		} else {
+			stalled = append(stalled, s.String())
+		}
 	}
-	if len(l.Stalled) > 0 {
-		fmt.Fprintf(&b, "; STALLED %.1fs without a failed insert: %s", l.Judged.Seconds(), strings.Join(l.Stalled, " "))
+	if len(waiting) > 0 {
+		fmt.Fprintf(&b, "; waiting on a replica: %s", strings.Join(waiting, ", "))
+	}
+	if len(stalled) > 0 {
+		fmt.Fprintf(&b, "; STALLED by others: %s", strings.Join(stalled, ", "))
 	}
 	return b.String()
 }
 
-// liveness measures each window against the samples and the collector's
-// log; a stalled file is a problem.
+// liveness finds the run's stalls (a problem for each file stalled by
+// others) and measures each replica fault against the samples.
 func (r *runner) liveness(s *sampler) []Liveness {
 	s.mu.Lock()
 	samples := append([]sample(nil), s.samples...)
@@ -151,10 +168,37 @@ func (r *runner) liveness(s *sampler) []Liveness {
 	windows := append([]window(nil), r.windows...)
 	r.mu.Unlock()
 	sort.SliceStable(windows, func(i, j int) bool { return windows[i].from < windows[j].from })
+
+	stalls := stalled(samples, stallMin)
+	warnings := r.coll.Warnings()
+	var byOthers []string
+	for i, st := range stalls {
+		// A failed insert or settle of the file from just before the
+		// stretch to its end: it waited on a replica.
+		from, to := r.start.Add(st.From-time.Second), r.start.Add(st.To)
+		for _, w := range warnings {
+			if w.path == st.File && !w.at.Before(from) && !w.at.After(to) {
+				stalls[i].Waiting = true
+				break
+			}
+		}
+		if rel, err := filepath.Rel(r.logs.Root, st.File); err == nil {
+			stalls[i].File = rel
+		}
+		if !stalls[i].Waiting {
+			byOthers = append(byOthers, stalls[i].String())
+		}
+	}
+	if len(byOthers) > 0 {
+		r.problem("liveness: lines waited %v or more with nothing committed in files none of whose inserts or settles failed meanwhile (the collector stalled files that did not depend on a replica): %s",
+			stallMin, strings.Join(byOthers, "; "))
+	}
+
 	var out []Liveness
 	for _, w := range windows {
 		l := Liveness{Kind: w.kind, What: w.what, From: w.from, To: w.to, CatchUp: -1}
 		var first, last *sample
+		end := w.to
 		for i := range samples {
 			smp := &samples[i]
 			if smp.at < w.from {
@@ -172,6 +216,7 @@ func (r *runner) liveness(s *sampler) []Liveness {
 				continue
 			}
 			l.Oldest = max(l.Oldest, smp.oldest)
+			end = smp.at
 			if smp.oldest < caughtUp.Seconds() {
 				l.CatchUp = smp.at - w.to
 				break
@@ -180,25 +225,9 @@ func (r *runner) liveness(s *sampler) []Liveness {
 		if first != nil {
 			l.Rows = last.rows - first.rows
 		}
-		if judged := w.to - (w.from + stallGrace); judged >= stalledMin {
-			l.Judged = judged
-			// Files that logged a failed insert or settle from just
-			// before the fault to its end depend on the replica.
-			warned := r.coll.WarnedPaths(r.start.Add(w.from-time.Second), r.start.Add(w.to))
-			for _, p := range stalled(samples, w.from+stallGrace, w.to) {
-				rel, err := filepath.Rel(r.logs.Root, p)
-				if err != nil {
-					rel = p
-				}
-				if warned[p] {
-					l.Waiting = append(l.Waiting, rel)
-				} else {
-					l.Stalled = append(l.Stalled, rel)
-				}
-			}
-			if len(l.Stalled) > 0 {
-				r.problem("liveness: %s (%s, %.1f-%.1fs): %s committed nothing for %.1fs, though none of their inserts failed: the collector stalled files that do not depend on the replica (rows inserted meanwhile: %.0f; waiting on the replica: %v)",
-					w.what, w.kind, w.from.Seconds(), w.to.Seconds(), strings.Join(l.Stalled, ", "), judged.Seconds(), l.Rows, l.Waiting)
+		for _, st := range stalls {
+			if st.From <= end && st.To >= w.from {
+				l.Stalls = append(l.Stalls, st)
 			}
 		}
 		out = append(out, l)
@@ -206,30 +235,41 @@ func (r *runner) liveness(s *sampler) []Liveness {
 	return out
 }
 
-// stalledMin is the shortest fault over which a file that committed
-// nothing counts as stalled: a few scans (the gauge moves once a scan).
-const stalledMin = 3 * time.Second
-
 // stalledBehind is how far behind a file must be to count as waiting:
 // bytes_behind counts from the start of the last committed line, so a file
 // all shipped is one line behind, and a bursty writer's file sits there
 // through its silences.
 const stalledBehind = 4 << 10
 
-// stalled lists the files that, between from and to, stayed more than
-// stalledBehind behind for stalledMin or longer without once being less
-// behind than at the sample before: lines were waiting and nothing of
-// theirs was committed. A burst written just before to is not a stall.
-func stalled(samples []sample, from, to time.Duration) []string {
+// stalled finds the stretches, min or longer, during which a file stayed
+// more than stalledBehind behind without once being less behind than at the
+// sample before: lines were waiting and nothing of theirs was committed. A
+// sample without the collector (stopped, restarting) ends every stretch.
+func stalled(samples []sample, min time.Duration) []Stall {
 	type track struct {
-		since   time.Duration // when the current wait began; -1: not waiting
-		last    float64
-		longest time.Duration
+		since time.Duration // when the current wait began; -1: not waiting
+		at    time.Duration // the wait's last sample
+		last  float64
 	}
 	files := map[string]*track{}
+	var out []Stall
+	end := func(p string, t *track) {
+		if t.since >= 0 && t.at-t.since >= min {
+			out = append(out, Stall{File: p, From: t.since, To: t.at})
+		}
+		t.since = -1
+	}
 	for _, smp := range samples {
-		if smp.at < from || smp.at > to || smp.behind == nil {
+		if smp.behind == nil {
+			for p, t := range files {
+				end(p, t)
+			}
 			continue
+		}
+		for p, t := range files {
+			if _, ok := smp.behind[p]; !ok {
+				end(p, t) // finished or closed
+			}
 		}
 		for p, v := range smp.behind {
 			t := files[p]
@@ -239,23 +279,23 @@ func stalled(samples []sample, from, to time.Duration) []string {
 			}
 			switch {
 			case v <= stalledBehind || v < t.last:
-				t.since = -1 // shipped up to a line, or committed something
+				end(p, t) // shipped up to a line, or committed something
 			case t.since < 0:
 				t.since = smp.at
 			}
-			if t.since >= 0 {
-				t.longest = max(t.longest, smp.at-t.since)
-			}
+			t.at = smp.at
 			t.last = v
 		}
 	}
-	var out []string
 	for p, t := range files {
-		if t.longest >= stalledMin {
-			out = append(out, p)
-		}
+		end(p, t)
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].From != out[j].From {
+			return out[i].From < out[j].From
+		}
+		return out[i].File < out[j].File
+	})
 	return out
 }
 
