@@ -21,8 +21,11 @@ import (
 //	CHAOS_SEED=N          repeat a run (the seed is printed, and in any failure);
 //	                      its parity picks the address order, [r1, r2] or [r2, r1]
 //	CHAOS_DURATION=5m     longer fault phase (default 60s)
-//	CHAOS_FAULTS=all      every kind, the ones failing today too (chaos.Blocked);
+//	CHAOS_FAULTS=all      every kind, the ones failing today too (chaos.Blocked),
+//	                      and stalls of the kinds blocked for them fail;
 //	                      or a comma list: CHAOS_FAULTS=stop-fetches,replica-kill
+//	CHAOS_KEEP=1          keep a passing run's files too (collector log,
+//	                      samples.txt, replicas.txt, the replicas' logs)
 //	CHAOS_ARTIFACTS=DIR   where a failed run's files are kept
 func TestCollectorChaosCluster(t *testing.T) {
 	set, err := chaos.FromEnv()
