@@ -36,15 +36,20 @@ func TestScheduleIsSeeded(t *testing.T) {
 		}
 	}
 	// A nemesis fault is undone before the next starts.
-	for i := 1; i < len(a.Nemesis); i++ {
-		if prev := a.Nemesis[i-1]; prev.At+prev.Hold >= a.Nemesis[i].At {
-			t.Fatalf("nemesis events overlap: %v then %v", prev, a.Nemesis[i])
+	for _, store := range []string{StoreServer, StoreCluster} {
+		s := NewSchedule(42, time.Minute, AllKinds(), store, 2*time.Second)
+		for i := 1; i < len(s.Nemesis); i++ {
+			if prev := s.Nemesis[i-1]; prev.At+prev.End() >= s.Nemesis[i].At {
+				t.Fatalf("%s: nemesis events overlap: %v then %v", store, prev, s.Nemesis[i])
+			}
 		}
 	}
-	emb := NewSchedule(42, time.Minute, AllKinds(), "embedded", 2*time.Second)
-	for _, e := range emb.Nemesis {
-		if e.Kind.ServerOnly() {
-			t.Fatalf("server fault %s scheduled on the embedded store", e.Kind)
+	for _, store := range []string{StoreServer, StoreEmbedded, StoreCluster} {
+		s := NewSchedule(42, time.Minute, AllKinds(), store, 2*time.Second)
+		for _, e := range s.Nemesis {
+			if !e.Kind.AppliesTo(store) {
+				t.Fatalf("fault %s scheduled on the %s store", e.Kind, store)
+			}
 		}
 	}
 	if n := a.Count()[SameFirstLine]; n > maxSameFirstLine {
@@ -56,17 +61,17 @@ func TestParseKinds(t *testing.T) {
 	if k, err := ParseKinds(""); err != nil || k != nil {
 		t.Fatalf("empty: %v %v", k, err)
 	}
-	for _, store := range []string{"server", "embedded"} {
+	for _, store := range []string{StoreServer, StoreEmbedded, StoreCluster} {
 		def := (Settings{}).KindsFor(store)
 		if len(def) == 0 {
 			t.Fatalf("no default kinds on %s", store)
 		}
 		for _, k := range def {
-			if b, ok := Blocked[k]; ok && b.On(store) {
+			if b, ok := Blocked[k]; ok && b.On(store) && !b.Stalls {
 				t.Fatalf("blocked kind %s in the default on %s", k, store)
 			}
-			if k.ServerOnly() && store != "server" {
-				t.Fatalf("server kind %s in the default on %s", k, store)
+			if !k.AppliesTo(store) {
+				t.Fatalf("kind %s in the default on %s, where it does not apply", k, store)
 			}
 		}
 	}
@@ -90,6 +95,56 @@ func TestParseKinds(t *testing.T) {
 	s, err := FromEnv()
 	if err != nil || s.Seed != 77 || s.Duration != 5*time.Second || s.Reproduce("embedded") != "CHAOS_SEED=77 CHAOS_DURATION=5s CHAOS_FAULTS=pre-1970" {
 		t.Fatalf("%+v %v", s, err)
+	}
+}
+
+// The cluster schedule draws every replica kind, with holds that mean what
+// the kinds promise.
+func TestClusterSchedule(t *testing.T) {
+	const timeout = 2 * time.Second
+	ks := []Kind{ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches, StopFetchesKill}
+	seen := map[Kind]int{}
+	pauses, longPauses, fetchKills, fetchAlone := 0, 0, 0, 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		s := NewSchedule(seed, 2*time.Minute, ks, StoreCluster, timeout)
+		for _, e := range s.Nemesis {
+			seen[e.Kind]++
+			switch e.Kind {
+			case ReplicaPause:
+				pauses++
+				if e.Hold > timeout {
+					longPauses++
+				}
+			case ReplicaDownLong:
+				if e.Hold < 3*timeout {
+					t.Fatalf("seed %d: %v is down for less than 3 insert timeouts", seed, e)
+				}
+			case StopFetches:
+				fetchAlone++
+				if e.KillFor > 0 {
+					t.Fatalf("seed %d: %v kills a replica", seed, e)
+				}
+			case StopFetchesKill:
+				fetchKills++
+				if e.KillFor == 0 || e.KillAt >= e.Hold {
+					t.Fatalf("seed %d: %v does not kill the other replica while this one lags", seed, e)
+				}
+			}
+		}
+	}
+	for _, k := range ks {
+		if seen[k] == 0 {
+			t.Fatalf("20 seeds of 2 minutes never drew %s", k)
+		}
+	}
+	if longPauses == 0 || longPauses == pauses {
+		t.Fatalf("%d of %d pauses longer than the insert timeout: want some, not all", longPauses, pauses)
+	}
+	if fetchKills == 0 || fetchAlone == 0 {
+		t.Fatalf("stop-fetches: %d with a kill, %d alone: want both", fetchKills, fetchAlone)
+	}
+	if n := NewSchedule(1, time.Minute, ks, StoreServer, timeout); len(n.Nemesis) != 0 {
+		t.Fatalf("replica faults on the server store: %v", n.Nemesis)
 	}
 }
 
@@ -206,5 +261,39 @@ func TestRotationBookkeeping(t *testing.T) {
 				t.Fatal("keeping 2 rotated files deleted none")
 			}
 		})
+	}
+}
+
+// A file counts as stalled only if lines waited in it, more than a few
+// lines behind, for the minimum without anything of it committed: not one
+// caught up, not one that commits now and then, not a bursty writer's file
+// sitting one line behind through a silence, not a burst written just
+// before the end; and a stretch without the collector ends every wait.
+func TestStalled(t *testing.T) {
+	at := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	var samples []sample
+	for i := range 10 {
+		b := map[string]float64{
+			"/l/stuck":   float64(1000 + 3000*i),
+			"/l/moving":  float64(5000 + 3000*(i%3)), // commits every third sample
+			"/l/silent":  194,                        // one line behind, writer silent
+			"/l/shipped": 0,
+			"/l/burst":   194,
+		}
+		if i >= 7 {
+			b["/l/burst"] = 11000 // written at 3.5 s, not committed by 4.5 s
+		}
+		samples = append(samples, sample{at: at(float64(i) * 0.5), behind: b})
+	}
+	want := []Stall{{File: "/l/stuck", From: at(1), To: at(4.5)}}
+	if got := stalled(samples, 3*time.Second); !reflect.DeepEqual(got, want) {
+		t.Fatalf("stalled: %v, want %v", got, want)
+	}
+	if got := stalled(samples, 4*time.Second); got != nil {
+		t.Fatalf("4 s minimum: %v, want none (stuck waits 3.5 s)", got)
+	}
+	samples[5].behind = nil // the collector restarting at 2.5 s
+	if got := stalled(samples, 3*time.Second); got != nil {
+		t.Fatalf("across a restart: %v, want none", got)
 	}
 }

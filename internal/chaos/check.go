@@ -76,6 +76,10 @@ type CheckOptions struct {
 	// is measured and printed, not hidden.
 	RollupMayLag bool
 	Why          string
+	// Suffix is appended to every table's name: "_local" reads one
+	// replica's own replicated tables in cluster mode (the Distributed
+	// tables would read whichever replica answers).
+	Suffix string
 }
 
 var (
@@ -88,6 +92,7 @@ func chaosKey(stream string, seq uint64) string { return stream + "/" + strconv.
 // Check compares what the store holds in database db with what the streams
 // wrote. It is run once the collector has stopped.
 func Check(ctx context.Context, q Querier, db string, logs *Logs, o CheckOptions) (*Report, error) {
+	hits, hits1m, rejects := db+".hits"+o.Suffix, db+".hits_1m"+o.Suffix, db+".rejects"+o.Suffix
 	perLine := map[string]uint64{} // stream/seq -> rows of hits
 	type agg struct{ rows, distinct, rollup uint64 }
 	perStream := map[string]*agg{}
@@ -98,7 +103,7 @@ func Check(ctx context.Context, q Querier, db string, logs *Logs, o CheckOptions
 		return perStream[s]
 	}
 	rep := &Report{}
-	err := q.Select(ctx, "SELECT path, count() FROM "+db+".hits WHERE path LIKE '/chaos/%' GROUP BY path", nil,
+	err := q.Select(ctx, "SELECT path, count() FROM "+hits+" WHERE path LIKE '/chaos/%' GROUP BY path", nil,
 		func(scan func(...any) error) error {
 			var path string
 			var n uint64
@@ -118,8 +123,8 @@ func Check(ctx context.Context, q Querier, db string, logs *Logs, o CheckOptions
 		return nil, fmt.Errorf("check: hits per line: %w", err)
 	}
 	const streamExpr = "extract(path, '^/chaos/([^/]+)/')"
-	err = q.Select(ctx, "SELECT "+streamExpr+" AS stream, count(), uniqExact(source_id, offset) FROM "+db+
-		".hits WHERE path LIKE '/chaos/%' GROUP BY stream", nil,
+	err = q.Select(ctx, "SELECT "+streamExpr+" AS stream, count(), uniqExact(source_id, offset) FROM "+hits+
+		" WHERE path LIKE '/chaos/%' GROUP BY stream", nil,
 		func(scan func(...any) error) error {
 			var s string
 			var rows, distinct uint64
@@ -133,8 +138,8 @@ func Check(ctx context.Context, q Querier, db string, logs *Logs, o CheckOptions
 	if err != nil {
 		return nil, fmt.Errorf("check: hits per stream: %w", err)
 	}
-	err = q.Select(ctx, "SELECT "+streamExpr+" AS stream, sum(hits) FROM "+db+
-		".hits_1m WHERE path LIKE '/chaos/%' GROUP BY stream", nil,
+	err = q.Select(ctx, "SELECT "+streamExpr+" AS stream, sum(hits) FROM "+hits1m+
+		" WHERE path LIKE '/chaos/%' GROUP BY stream", nil,
 		func(scan func(...any) error) error {
 			var s string
 			var n uint64
@@ -148,7 +153,7 @@ func Check(ctx context.Context, q Querier, db string, logs *Logs, o CheckOptions
 		return nil, fmt.Errorf("check: hits_1m per stream: %w", err)
 	}
 	rejected := map[string]uint64{}
-	err = q.Select(ctx, "SELECT line FROM "+db+".rejects WHERE line LIKE '%/chaos/%'", nil,
+	err = q.Select(ctx, "SELECT line FROM "+rejects+" WHERE line LIKE '%/chaos/%'", nil,
 		func(scan func(...any) error) error {
 			var line string
 			if err := scan(&line); err != nil {

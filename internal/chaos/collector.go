@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,21 +161,29 @@ func (c *Collector) Term(timeout time.Duration) error {
 // Metrics reads the collector's /metrics and sums every sample of each
 // metric name (over its labels).
 func (c *Collector) Metrics(ctx context.Context) (map[string]float64, error) {
+	sums, _, err := c.MetricsByLabels(ctx)
+	return sums, err
+}
+
+// MetricsByLabels reads the collector's /metrics: the sum of each metric
+// name's samples, and each sample by name and label set ({...} as printed).
+func (c *Collector) MetricsByLabels(ctx context.Context) (map[string]float64, map[string]map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.HTTP+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics: %s", resp.Status)
+		return nil, nil, fmt.Errorf("/metrics: %s", resp.Status)
 	}
 	out := map[string]float64{}
+	byLabels := map[string]map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -183,12 +192,14 @@ func (c *Collector) Metrics(ctx context.Context) (map[string]float64, error) {
 			continue
 		}
 		name, rest, ok := strings.Cut(line, " ")
+		labels := ""
 		if i := strings.IndexByte(line, '{'); i >= 0 && i < len(name) {
 			name = line[:i]
 			j := strings.LastIndexByte(line, '}')
 			if j < 0 {
 				continue
 			}
+			labels = line[i : j+1]
 			rest, ok = strings.TrimSpace(line[j+1:]), true
 		}
 		if !ok {
@@ -203,8 +214,12 @@ func (c *Collector) Metrics(ctx context.Context) (map[string]float64, error) {
 			continue
 		}
 		out[name] += v
+		if byLabels[name] == nil {
+			byLabels[name] = map[string]float64{}
+		}
+		byLabels[name][labels] = v
 	}
-	return out, sc.Err()
+	return out, byLabels, sc.Err()
 }
 
 // LogContains reports whether the collector's log has a line containing
@@ -227,6 +242,63 @@ next:
 		return true
 	}
 	return false
+}
+
+var (
+	logTime   = regexp.MustCompile(`^time=(\S+) level=(\w+) `)
+	logPath   = regexp.MustCompile(` path=(\S+)`)
+	logSource = regexp.MustCompile(` source_id=(\w+)`)
+)
+
+// warning is a warning or error the collector logged about a file.
+type warning struct {
+	at   time.Time
+	path string
+}
+
+// Warnings are the collector's warnings and errors that name a file, by
+// its path or by its source id (a file being opened waits on the store by
+// its source id), in the order logged.
+func (c *Collector) Warnings() []warning {
+	var out []warning
+	f, err := os.Open(c.LogPath)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	paths := map[uint64]string{} // source id -> path, from "reading log file"
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		m := logTime.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		path := ""
+		if p := logPath.FindStringSubmatch(line); p != nil {
+			path = p[1]
+		}
+		var id uint64
+		if s := logSource.FindStringSubmatch(line); s != nil {
+			id, _ = strconv.ParseUint(s[1], 10, 64) // slog prints a uint64 in decimal
+		}
+		if path != "" && id != 0 {
+			paths[id] = path
+		}
+		if m[2] != "WARN" && m[2] != "ERROR" {
+			continue
+		}
+		if path == "" {
+			path = paths[id]
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil || path == "" {
+			continue
+		}
+		out = append(out, warning{at: at, path: path})
+	}
+	return out
 }
 
 // LogTail is the last n lines of the collector's log.

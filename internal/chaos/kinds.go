@@ -1,7 +1,8 @@
 // Package chaos is hitcount's own chaos harness for the collector, in
 // Jepsen's shape: a seeded random schedule of faults (the nemesis) runs
-// against the real collector binary, a real store (a ClickHouse 18.16 server
-// or the embedded engine) and real log files that writers keep appending to;
+// against the real collector binary, a real store (a ClickHouse 18.16 server,
+// two 18.16 servers replicating one shard through ZooKeeper, or the embedded
+// engine) and real log files that writers keep appending to;
 // once the faults stop and the collector has shipped what it can, an
 // invariant is checked per stream of lines.
 //
@@ -17,7 +18,8 @@
 // rotation styles, and which line is in which file), collector.go (the
 // collector process and its metrics), run.go (executing a schedule and
 // waiting for the collector to go quiet), check.go (the invariant).
-// collector_chaos_test.go runs it on both stores.
+// collector_chaos_test.go runs it on the server and embedded stores,
+// cluster_chaos_test.go on the cluster store.
 package chaos
 
 import (
@@ -34,9 +36,10 @@ import (
 // Kind is a kind of fault.
 type Kind string
 
-// The fault kinds. File kinds act on log files (both stores); process kinds
-// act on the collector process; server kinds on the ClickHouse server (the
-// server store only).
+// The fault kinds. File kinds act on log files (every store); process kinds
+// act on the collector process (every store); server kinds on the ClickHouse
+// server (the server store only); replica kinds on one replica of the
+// cluster store, chosen by the schedule.
 const (
 	// RotateCreate is logrotate's default: rename the live file to .1 (the
 	// writer keeps writing to it until it reopens), create a new live file,
@@ -90,6 +93,34 @@ const (
 	// views after it in name order, so a failing insert leaves its rows in
 	// hits and hits_1d but not in hits_1m, hits_touched or ingest_progress.
 	ViewFail Kind = "view-fail"
+
+	// ReplicaKill is kill -9 of one replica, started again after a moment.
+	ReplicaKill Kind = "replica-kill"
+	// ReplicaPause stops one replica with SIGSTOP for a while, sometimes
+	// longer than the collector's insert timeout, then SIGCONT: its
+	// connections stay open and hang.
+	ReplicaPause Kind = "replica-pause"
+	// ReplicaDownLong stops one replica (SIGTERM) for several insert
+	// timeouts, then starts it: the collector must go on with the other one.
+	ReplicaDownLong Kind = "replica-down-long"
+	// StopFetches runs SYSTEM STOP FETCHES on one replica for a while (it
+	// lags: parts inserted into the other exist only there), then SYSTEM
+	// START FETCHES.
+	StopFetches Kind = "stop-fetches"
+	// StopFetchesKill is stop-fetches with the other replica killed while
+	// this one lags and started again later: parts then exist only on a
+	// replica that is down. The collector must not stall files that do not
+	// depend on them, nor lose or double a line once both are back. A kind
+	// of its own so that the lag alone stays in CI while this one is
+	// blocked.
+	StopFetchesKill Kind = "stop-fetches-kill"
+)
+
+// The stores a run can use.
+const (
+	StoreServer   = "server"
+	StoreEmbedded = "embedded"
+	StoreCluster  = "cluster"
 )
 
 type lane int
@@ -100,26 +131,32 @@ const (
 )
 
 type kindInfo struct {
-	lane       lane
-	serverOnly bool
+	lane lane
+	// only is the one store the kind applies to; "" for every store.
+	only string
 }
 
 var kinds = map[Kind]kindInfo{
-	RotateCreate:        {fileLane, false},
-	RotateCopyTruncate:  {fileLane, false},
-	RotateDelayCompress: {fileLane, false},
-	DeleteRotated:       {fileLane, false},
-	IdleFiles:           {fileLane, false},
-	SameFirstLine:       {fileLane, false},
-	NoNewline:           {fileLane, false},
-	Pre1970:             {fileLane, false},
-	StartAtEnd:          {nemesisLane, false},
-	CollectorKill:       {nemesisLane, false},
-	CollectorTerm:       {nemesisLane, false},
-	ServerKill:          {nemesisLane, true},
-	ServerFreeze:        {nemesisLane, true},
-	ServerRestart:       {nemesisLane, true},
-	ViewFail:            {nemesisLane, true},
+	RotateCreate:        {fileLane, ""},
+	RotateCopyTruncate:  {fileLane, ""},
+	RotateDelayCompress: {fileLane, ""},
+	DeleteRotated:       {fileLane, ""},
+	IdleFiles:           {fileLane, ""},
+	SameFirstLine:       {fileLane, ""},
+	NoNewline:           {fileLane, ""},
+	Pre1970:             {fileLane, ""},
+	StartAtEnd:          {nemesisLane, ""},
+	CollectorKill:       {nemesisLane, ""},
+	CollectorTerm:       {nemesisLane, ""},
+	ServerKill:          {nemesisLane, StoreServer},
+	ServerFreeze:        {nemesisLane, StoreServer},
+	ServerRestart:       {nemesisLane, StoreServer},
+	ViewFail:            {nemesisLane, StoreServer},
+	ReplicaKill:         {nemesisLane, StoreCluster},
+	ReplicaPause:        {nemesisLane, StoreCluster},
+	ReplicaDownLong:     {nemesisLane, StoreCluster},
+	StopFetches:         {nemesisLane, StoreCluster},
+	StopFetchesKill:     {nemesisLane, StoreCluster},
 }
 
 // AllKinds lists every fault kind, in a stable order.
@@ -128,19 +165,30 @@ func AllKinds() []Kind {
 		RotateCreate, RotateCopyTruncate, RotateDelayCompress, DeleteRotated, IdleFiles,
 		SameFirstLine, NoNewline, Pre1970, StartAtEnd,
 		CollectorKill, CollectorTerm, ServerKill, ServerFreeze, ServerRestart, ViewFail,
+		ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches, StopFetchesKill,
 	}
 }
 
-// ServerOnly reports whether the kind needs a ClickHouse server (the embedded
-// engine cannot be reached from outside the collector's process).
-func (k Kind) ServerOnly() bool { return kinds[k].serverOnly }
+// AppliesTo reports whether the kind can run on store: server kinds need the
+// one ClickHouse server (the embedded engine cannot be reached from outside
+// the collector's process), replica kinds the cluster's replicas.
+func (k Kind) AppliesTo(store string) bool {
+	only := kinds[k].only
+	return only == "" || only == store
+}
 
 // Block says why a kind fails on the collector as it is today, and where.
 type Block struct {
-	// Stores it fails on ("server", "embedded"); none: every store.
+	// Stores it fails on ("server", "embedded", "cluster"); none: every
+	// store.
 	Stores []string
+	// Stalls: the kind fails only the liveness check (lines waiting in a
+	// file that depended on no replica). It stays in the default, so CI
+	// keeps checking every line once under it, and the stalls it causes
+	// are printed as known, not failed (CHAOS_FAULTS=all fails them).
+	Stalls bool
 	// Finding is the finding (issue 14 numbering where it has one) that
-	// makes it fail.
+	// makes it fail, with the symptom and the seeds that show it.
 	Finding string
 }
 
@@ -148,25 +196,54 @@ type Block struct {
 func (b Block) On(store string) bool { return len(b.Stores) == 0 || slices.Contains(b.Stores, store) }
 
 // Blocked are the kinds that fail today, each with the finding that makes
-// it fail. CI runs every other kind (DefaultKinds); CHAOS_FAULTS=all or a
-// list naming them runs them too. A collector fix that closes a finding
-// removes its entry, so that CI keeps the finding from coming back.
+// it fail. CI runs every other kind (DefaultKinds), and those blocked for
+// their stalls only; CHAOS_FAULTS=all or a list naming them runs them too,
+// strictly. A collector fix that closes a finding removes its entry, so
+// that CI keeps the finding from coming back. SameFirstLine was here until
+// files were known by their first two lines (finding 9 of issue 14: the
+// second of two files with the same first line was taken for the first,
+// and its lines skipped).
 var Blocked = map[Kind]Block{
-	// Empty: every finding the harness found is fixed. SameFirstLine was
-	// here until files were known by their first two lines (finding 9: the
-	// second of two files with the same first line was taken for the first,
-	// and its lines skipped).
+	ReplicaKill: {Stores: []string{StoreCluster}, Finding: findingStaleReplica + " Also " + findingPool},
+	StopFetchesKill: {Stores: []string{StoreCluster}, Finding: findingPool + " It kills the other replica too, " +
+		"so the stale-replica finding applies (not seen in its runs yet)."},
+	ReplicaDownLong: {Stores: []string{StoreCluster}, Stalls: true, Finding: findingPool +
+		" Here (CHAOS_SEED=4 CHAOS_FAULTS=replica-down-long) api's batch waited 11.5-35.5 s for ingest_progress part all_49_49_0, " +
+		"only on r2, which was stopped three times; a, b and c stalled 12.5-36.5 s."},
+	ReplicaPause: {Stores: []string{StoreCluster}, Stalls: true, Finding: findingPool +
+		" Here (CHAOS_SEED=5 CHAOS_FAULTS=replica-pause) the two batches in flight to r2, paused 4.8 s, hung to the insert timeout, " +
+		"were re-sent and settled; api, with no insert of its own failing, waited 15.1-22.1 s."},
 }
 
+// The cluster findings (issue 16), as the cluster store found them on main
+// at 938ee6a.
+const (
+	findingStaleReplica = "issue 16, stale replica read as complete: lines twice in hits_local on both replicas " +
+		"(CHAOS_SEED=8 CHAOS_FAULTS=replica-kill: 64 lines of stream api in one run, 144 of a in another; CHAOS_SEED=6: 130 lines of api). " +
+		"A replica killed and started again within its ZooKeeper session's life cannot start replicating " +
+		"(\"Replica ... appears to be already active\", until the old session expires, ~20 s here): its queue in memory is empty " +
+		"(system.replication_queue shows nothing, last_queue_update never) while its queue in ZooKeeper holds every part it had not " +
+		"fetched (113 entries), and its log_pointer is the one it had before the kill, at or past log_max_index when inserts have stalled. " +
+		"sink's awaitReplica reads that replica as complete; Holds finds none of a batch whose first insert (outcome unknown: " +
+		"the other replica was killed under it) landed on the other replica; verify sends the lines again under a new id " +
+		"(\"the store dropped a batch sent again as a duplicate though it does not hold its lines\"), and once the replica fetches the " +
+		"first part both copies are there."
+	findingPool = "issue 16, one waiting source stalls every file: while a source's batch waits for a part only a down or paused replica " +
+		"has (verify/settle: \"cannot learn what the store holds of the batch yet\"), its reader fills the next batch and blocks " +
+		"handing it over (sendCh is unbuffered), so one waiting source holds two batches: all of batch.max_pending 2, " +
+		"and files none of whose inserts failed commit nothing until it settles (CHAOS_SEED=2 CHAOS_FAULTS=stop-fetches-kill: " +
+		"b, c and api stalled 16.5-59.5 s behind a/access.log; rows inserted stay flat for the whole stretch)."
+)
+
 // DefaultKinds are the kinds CI runs on store: those that apply to it,
-// less the ones Blocked there.
+// less the ones Blocked there (but for their stalls only).
 func DefaultKinds(store string) []Kind {
 	var out []Kind
 	for _, k := range AllKinds() {
-		if k.ServerOnly() && store != "server" {
+		if !k.AppliesTo(store) {
 			continue
 		}
-		if b, blocked := Blocked[k]; blocked && b.On(store) {
+		if b, blocked := Blocked[k]; blocked && b.On(store) && !b.Stalls {
 			continue
 		}
 		out = append(out, k)
@@ -181,6 +258,11 @@ type Settings struct {
 	// Kinds are the kinds CHAOS_FAULTS named; nil for the default, which
 	// depends on the store (KindsFor).
 	Kinds []Kind
+	// All: CHAOS_FAULTS=all, every kind as if none were blocked: the
+	// stalls of kinds blocked for them (Block.Stalls) fail the run too. A
+	// list of kinds (as Reproduce spells one) judges them as the default
+	// does.
+	All bool
 }
 
 // KindsFor is the kinds a run on store uses.
@@ -190,7 +272,7 @@ func (s Settings) KindsFor(store string) []Kind {
 	}
 	var out []Kind
 	for _, k := range s.Kinds {
-		if !k.ServerOnly() || store == "server" {
+		if k.AppliesTo(store) {
 			out = append(out, k)
 		}
 	}
@@ -230,6 +312,7 @@ func FromEnv() (Settings, error) {
 		return s, err
 	}
 	s.Kinds = k
+	s.All = strings.TrimSpace(os.Getenv("CHAOS_FAULTS")) == "all"
 	return s, nil
 }
 

@@ -32,8 +32,8 @@ const (
 	BatchDelay    = 200 * time.Millisecond
 	MaxPending    = 2
 	InsertTimeout = 2 * time.Second
-	// ServerDatabase is the database on the server store; the embedded
-	// store's is always hitcount.
+	// ServerDatabase is the database on the server and cluster stores; the
+	// embedded store's is always hitcount.
 	ServerDatabase = "chaos"
 	// PartsToThrow is the server's parts_to_throw_insert under view-fail.
 	PartsToThrow = 30
@@ -62,10 +62,13 @@ func ServerOptions(ks []Kind) []testenv.CHOption {
 
 // Env is what a run needs from its test.
 type Env struct {
-	Store    string // "server" or "embedded"
-	Bin      string // the collector binary
-	Dir      string // the run's directory (logs, state, config, embedded data)
-	Server   *testenv.ClickHouseServer
+	Store  string // "server", "embedded" or "cluster"
+	Bin    string // the collector binary
+	Dir    string // the run's directory (logs, state, config, embedded data)
+	Server *testenv.ClickHouseServer
+	// Replicas are the cluster store's servers, in the order of the
+	// collector's clickhouse.addr (ClusterShape).
+	Replicas []Replica
 	ChdbLib  string
 	Settings Settings
 	Logf     func(format string, args ...any)
@@ -81,7 +84,16 @@ type Result struct {
 	Lines    uint64       // lines written, all streams
 	Streams  int
 	Starts   int // collector starts
+	// Report is the invariant's verdict; on the cluster store, the first
+	// replica's (Replicas has each one's).
 	Report   *Report
+	Replicas []*ReplicaResult
+	// Shape is the cluster store's replicas in the collector's address
+	// order, "[r1, r2]" or "[r2, r1]".
+	Shape string
+	// Liveness is what the collector did during each replica fault
+	// (cluster store).
+	Liveness []Liveness
 	// Problems are failures outside the per-stream invariant: the collector
 	// exiting on its own or not stopping cleanly, not going quiet, a fault
 	// the harness could not carry out.
@@ -96,7 +108,15 @@ type Result struct {
 
 // Failed reports whether the run found anything wrong.
 func (r *Result) Failed() bool {
-	return len(r.Problems) > 0 || r.Report == nil || len(r.Report.Failed()) > 0
+	if len(r.Problems) > 0 || r.Report == nil || len(r.Report.Failed()) > 0 {
+		return true
+	}
+	for _, rep := range r.Replicas {
+		if len(rep.Report.Failed()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Summary is the run's output: seed, faults per kind, lines, per-stream
@@ -104,6 +124,9 @@ func (r *Result) Failed() bool {
 func (r *Result) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos %s store: %s\n", r.Store, r.Settings.Reproduce(r.Store))
+	if r.Store == StoreCluster {
+		fmt.Fprintf(&b, "collector's clickhouse.addr: %s\n", r.Shape)
+	}
 	fmt.Fprintf(&b, "faults run (scheduled) per kind:")
 	sched := r.Schedule.Count()
 	var ks []string
@@ -122,9 +145,19 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, "\nlines written: %d in %d streams; collector started %d times; faults %.0fs, quiet after %.0fs, check %.1fs\n",
 		r.Lines, r.Streams, r.Starts, r.Faults.Seconds(), r.Final.Seconds(), r.CheckDur.Seconds())
-	if r.Report != nil {
+	switch {
+	case len(r.Replicas) > 0:
+		for _, rep := range r.Replicas {
+			fmt.Fprintf(&b, "replica %s (synced in %.1fs):\n", rep.Name, rep.SyncDur.Seconds())
+			for _, t := range sortedKeys(rep.Tables) {
+				fmt.Fprintf(&b, "  %s: %s\n", t, rep.Tables[t])
+			}
+			b.WriteString(rep.Report.Table())
+		}
+	case r.Report != nil:
 		b.WriteString(r.Report.Table())
 	}
+	b.WriteString(livenessTable(r.Liveness))
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "PROBLEM: %s\n", p)
 	}
@@ -135,12 +168,23 @@ func (r *Result) Summary() string {
 func (r *Result) FailureMessage() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos run on the %s store failed; reproduce with %s\n", r.Store, r.Settings.Reproduce(r.Store))
-	if r.Report != nil {
-		for _, s := range r.Report.Failed() {
-			fmt.Fprintf(&b, "stream %s (%s): written %d, expected rows %d, rows %d, distinct (source_id, offset) %d, distinct lines %d, hits_1m %d: %s\n",
-				s.Name, s.File, s.Written, s.Expected, s.Rows, s.Distinct, s.Seqs, s.Rollup, strings.Join(s.Problems, "; "))
+	failed := func(where string, rep *Report) {
+		for _, s := range rep.Failed() {
+			fmt.Fprintf(&b, "%sstream %s (%s): written %d, expected rows %d, rows %d, distinct (source_id, offset) %d, distinct lines %d, hits_1m %d: %s\n",
+				where, s.Name, s.File, s.Written, s.Expected, s.Rows, s.Distinct, s.Seqs, s.Rollup, strings.Join(s.Problems, "; "))
 		}
-	} else {
+	}
+	switch {
+	case len(r.Replicas) > 0:
+		for _, rep := range r.Replicas {
+			failed("replica "+rep.Name+": ", rep.Report)
+			for _, p := range rep.Parts {
+				fmt.Fprintf(&b, "replica %s: %s\n", rep.Name, p)
+			}
+		}
+	case r.Report != nil:
+		failed("", r.Report)
+	default:
 		b.WriteString("no invariant check (see problems)\n")
 	}
 	for _, p := range r.Problems {
@@ -160,6 +204,11 @@ type runner struct {
 	logs  *Logs
 	mu    sync.Mutex
 	start time.Time
+	// killedReplica: a replica was killed (kill -9) during the run; read
+	// and written on the nemesis lane's goroutine, the test's.
+	killedReplica bool
+	// windows are the replica faults' stretches, for Liveness.
+	windows []window
 }
 
 func (r *runner) problem(format string, args ...any) {
@@ -191,9 +240,18 @@ func Run(t testing.TB, env Env) *Result {
 	r := &runner{t: t, env: env, res: res}
 	res.Schedule = NewSchedule(set.Seed, set.Duration, set.KindsFor(env.Store), env.Store, InsertTimeout)
 	env.Logf("%s", res.Schedule)
+	if env.Store == StoreCluster {
+		res.Shape = replicaNames(env.Replicas)
+		env.Logf("cluster store: the collector's clickhouse.addr lists %s", res.Shape)
+	}
 	if set.Kinds == nil {
 		for _, k := range AllKinds() {
-			if b, ok := Blocked[k]; ok && b.On(env.Store) {
+			b, ok := Blocked[k]
+			switch {
+			case !ok || !b.On(env.Store):
+			case b.Stalls:
+				env.Logf("in the default, its stalls reported, not failed (CHAOS_FAULTS=all fails them): %s: %s", k, b.Finding)
+			default:
 				env.Logf("not in the default, fails today (CHAOS_FAULTS=all runs it): %s: %s", k, b.Finding)
 			}
 		}
@@ -223,6 +281,17 @@ func Run(t testing.TB, env Env) *Result {
 	ctx, stopWriters := context.WithCancel(context.Background())
 	defer stopWriters()
 	r.logs.Start(ctx)
+	var smp *sampler
+	var watch *replicaWatch
+	sampling, stopSampling := context.WithCancel(context.Background())
+	defer stopSampling()
+	var sampled sync.WaitGroup
+	if env.Store == StoreCluster {
+		smp, watch = &sampler{}, &replicaWatch{}
+		sampled.Add(2)
+		go func() { defer sampled.Done(); smp.run(sampling, r) }()
+		go func() { defer sampled.Done(); watch.run(sampling, r) }()
+	}
 	var lanes sync.WaitGroup
 	if lay.LatePath != "" {
 		lanes.Add(1)
@@ -247,7 +316,21 @@ func Run(t testing.TB, env Env) *Result {
 		time.Since(r.start).Seconds(), res.Lines, res.Streams)
 
 	t0 := time.Now()
+	if env.Store == StoreCluster {
+		r.restoreReplicas()
+	}
 	r.waitQuiet()
+	stopSampling()
+	sampled.Wait()
+	if smp != nil {
+		res.Liveness = r.liveness(smp)
+		if err := smp.write(filepath.Join(env.Dir, "samples.txt"), r.logs.Root); err != nil {
+			r.problem("harness: %v", err)
+		}
+		if err := watch.write(filepath.Join(env.Dir, "replicas.txt")); err != nil {
+			r.problem("harness: %v", err)
+		}
+	}
 	if err := r.coll.Term(2 * time.Minute); err != nil {
 		r.problem("final stop: %v", err)
 	}
@@ -255,14 +338,27 @@ func Run(t testing.TB, env Env) *Result {
 	res.Starts = r.coll.Starts()
 
 	t0 = time.Now()
-	res.Report, err = r.check(lay)
+	if env.Store == StoreCluster {
+		res.Replicas, err = r.checkCluster(lay)
+		if len(res.Replicas) > 0 {
+			res.Report = res.Replicas[0].Report
+		}
+	} else {
+		res.Report, err = r.check(lay)
+	}
 	res.CheckDur = time.Since(t0)
 	if err != nil {
 		r.problem("check: %v", err)
 	}
 	if res.Failed() {
 		res.LogTail = r.coll.LogTail(60)
+	}
+	// CHAOS_KEEP=1 keeps a passing run's files too (to read what the
+	// collector logged through a fault that did not fail the check).
+	if res.Failed() || os.Getenv("CHAOS_KEEP") != "" {
 		res.Artifacts = r.keep()
+		r.keepReplicaLogs(res.Artifacts)
+		env.Logf("the run's files are kept in %s", res.Artifacts)
 	}
 	return res
 }
@@ -313,10 +409,18 @@ func freeAddr() (string, error) {
 func (r *runner) config(lay Layout, httpAddr string) string {
 	var b strings.Builder
 	q := strconv.Quote
-	if r.env.Store == "server" {
+	switch r.env.Store {
+	case StoreServer:
 		fmt.Fprintf(&b, "clickhouse:\n  addr: [%s]\n  database: %s\n  insert_timeout: %s\n  dial_timeout: 1s\n",
 			q(r.env.Server.Addr()), ServerDatabase, InsertTimeout)
-	} else {
+	case StoreCluster:
+		var addrs []string
+		for _, rep := range r.env.Replicas {
+			addrs = append(addrs, q(rep.Addr()))
+		}
+		fmt.Fprintf(&b, "clickhouse:\n  addr: [%s]\n  cluster: %s\n  database: %s\n  insert_timeout: %s\n  dial_timeout: 1s\n",
+			strings.Join(addrs, ", "), ClusterName, ServerDatabase, InsertTimeout)
+	default:
 		fmt.Fprintf(&b, "embedded:\n  path: %s\n  library: %s\n", q(filepath.Join(r.env.Dir, "chdb")), q(r.env.ChdbLib))
 	}
 	b.WriteString("sources:\n")
@@ -392,12 +496,14 @@ func (r *runner) fileLane(ctx context.Context) {
 	}
 }
 
-// nemesisLane runs the collector and server faults, one at a time, each
-// undone before the next.
+// nemesisLane runs the collector, server and replica faults, one at a time,
+// each undone before the next.
 func (r *runner) nemesisLane() {
 	for _, e := range r.res.Schedule.Nemesis {
 		r.sleepUntil(e.At)
 		switch e.Kind {
+		case ReplicaKill, ReplicaPause, ReplicaDownLong, StopFetches, StopFetchesKill:
+			r.replicaFault(e)
 		case CollectorKill:
 			r.coll.Kill()
 			r.ran(e.Kind, fmt.Sprintf("collector killed, down %.1fs", e.Hold.Seconds()))

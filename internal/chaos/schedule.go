@@ -14,13 +14,24 @@ type Event struct {
 	// Hold is how long a nemesis fault lasts before it is undone: the
 	// collector or the server down, the server frozen, the view failing.
 	Hold time.Duration
-	// Pick chooses the target at run time (a stream, a quiet file) among
-	// those that exist then, so the schedule itself needs no knowledge of
-	// the files.
+	// Pick chooses the target at run time (a stream, a quiet file, a
+	// replica) among those that exist then, so the schedule itself needs no
+	// knowledge of the files.
 	Pick uint64
+	// KillAt and KillFor (stop-fetches-kill): the other replica is killed
+	// KillAt after the fetches stop and started again KillFor later, which
+	// may be after the fetches start again.
+	KillAt, KillFor time.Duration
 }
 
+// End is how long after At the fault is fully undone.
+func (e Event) End() time.Duration { return max(e.Hold, e.KillAt+e.KillFor) }
+
 func (e Event) String() string {
+	if e.KillFor > 0 {
+		return fmt.Sprintf("%6.1fs %s (%.1fs, other killed %.1f-%.1fs)", e.At.Seconds(), e.Kind, e.Hold.Seconds(),
+			e.KillAt.Seconds(), (e.KillAt + e.KillFor).Seconds())
+	}
 	if e.Hold > 0 {
 		return fmt.Sprintf("%6.1fs %s (%.1fs)", e.At.Seconds(), e.Kind, e.Hold.Seconds())
 	}
@@ -28,8 +39,8 @@ func (e Event) String() string {
 }
 
 // Schedule is what the nemesis does during a run: two lanes, each in time
-// order. File faults run beside the writers; nemesis faults (collector and
-// server) one at a time, each undone before the next.
+// order. File faults run beside the writers; nemesis faults (collector,
+// server, replicas) one at a time, each undone before the next.
 type Schedule struct {
 	Seed     uint64
 	Duration time.Duration
@@ -47,13 +58,13 @@ const (
 
 // NewSchedule draws the schedule of a run from seed: the same seed, duration,
 // kinds, store and insert timeout always give the same schedule. Kinds that
-// do not apply to the store (server faults on the embedded engine) are left
-// out.
+// do not apply to the store (server faults on the embedded engine, replica
+// faults off the cluster) are left out.
 func NewSchedule(seed uint64, d time.Duration, ks []Kind, store string, insertTimeout time.Duration) Schedule {
 	s := Schedule{Seed: seed, Duration: d, Store: store}
 	var file, nem []Kind
 	for _, k := range ks {
-		if k.ServerOnly() && store != "server" {
+		if !k.AppliesTo(store) {
 			continue
 		}
 		s.Kinds = append(s.Kinds, k)
@@ -115,9 +126,28 @@ func NewSchedule(seed uint64, d time.Duration, ks []Kind, store string, insertTi
 			hold = between(nr, 0, 2*time.Second)
 		case ViewFail:
 			hold = between(nr, 4*time.Second, 9*time.Second)
+		case ReplicaKill:
+			hold = between(nr, 500*time.Millisecond, 4*time.Second)
+		case ReplicaPause:
+			// From well under the insert timeout (a hiccup the insert
+			// outlives) to twice it (the outcome unknown, the collector
+			// turning to the other replica).
+			hold = between(nr, 300*time.Millisecond, 2*insertTimeout+time.Second)
+		case ReplicaDownLong:
+			hold = between(nr, 3*insertTimeout, 5*insertTimeout)
+		case StopFetches, StopFetchesKill:
+			hold = between(nr, 4*time.Second, 10*time.Second)
 		}
-		s.Nemesis = append(s.Nemesis, Event{At: at, Kind: k, Hold: hold, Pick: nr.Uint64()})
-		at += hold + between(nr, 1500*time.Millisecond, 5*time.Second)
+		e := Event{At: at, Kind: k, Hold: hold, Pick: nr.Uint64()}
+		// The other replica is killed once this one lags, so that what
+		// was inserted into it since is on no running replica, for long
+		// enough that the files not waiting on it must be seen to move.
+		if k == StopFetchesKill {
+			e.KillAt = between(nr, time.Second, e.Hold/2)
+			e.KillFor = between(nr, 3*time.Second, 8*time.Second)
+		}
+		s.Nemesis = append(s.Nemesis, e)
+		at += e.End() + between(nr, 1500*time.Millisecond, 5*time.Second)
 	}
 	return s
 }
@@ -136,7 +166,7 @@ func (s Schedule) Count() map[Kind]int {
 
 func (s Schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule (seed %d, %s, %s store): %d file faults, %d collector/server faults\n",
+	fmt.Fprintf(&b, "schedule (seed %d, %s, %s store): %d file faults, %d collector/server/replica faults\n",
 		s.Seed, s.Duration, s.Store, len(s.File), len(s.Nemesis))
 	line := func(name string, evs []Event) {
 		if len(evs) == 0 {
