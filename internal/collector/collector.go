@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hitcount/hitcount/internal/filewake"
@@ -149,6 +150,10 @@ type Collector struct {
 	// free holds the batches not in use: taking one is the permission to read
 	// more, so memory is bounded by MaxPending batches whatever the backlog.
 	free chan *sink.Batch
+	// freed is closed, and replaced, at each batch given back to free:
+	// what a reader waiting for a second batch wakes on (acquireSecond).
+	poolMu sync.Mutex
+	freed  chan struct{}
 
 	mu        sync.Mutex
 	committed map[uint64]int64 // last committed line of each open source, from the store, then acks
@@ -191,7 +196,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 	}
 	c := &Collector{
 		ins: ins, opts: opts, log: opts.Logger, m: opts.Metrics,
-		free:      make(chan *sink.Batch, opts.MaxPending),
+		free: make(chan *sink.Batch, opts.MaxPending), freed: make(chan struct{}),
 		committed: map[uint64]int64{}, sites: map[string]bool{},
 		open: map[uint64]*shipper{}, openInode: map[[2]uint64]bool{},
 		seen: map[[2]uint64]fileStat{}, refused: map[string]string{},
@@ -402,11 +407,49 @@ func (c *Collector) acquire(ctx context.Context) (*sink.Batch, error) {
 	}
 }
 
+// acquireSecond takes a batch for a source whose previous batch is still
+// being committed (busy), only while another stays free for the other
+// sources; otherwise it waits until one does or its own batch is done. A
+// source whose commit waits (on a replica, an unknown outcome) would else
+// hold two batches, all of max_pending 2, and every other file would wait
+// with it (found by the chaos harness's cluster store: files without a
+// fault of their own waited up to 22 s). Reading is far faster than an
+// insert, so the second batch only overlaps a little of the first's.
+func (c *Collector) acquireSecond(ctx context.Context, busy *atomic.Bool) (*sink.Batch, error) {
+	for {
+		c.poolMu.Lock()
+		wake := c.freed
+		c.poolMu.Unlock()
+		if !busy.Load() {
+			return c.acquire(ctx)
+		}
+		if len(c.free) >= 2 {
+			select {
+			case b := <-c.free:
+				if b == nil {
+					b = sink.NewBatch(c.opts.BatchRows)
+				}
+				return b, nil
+			default:
+			}
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 func (c *Collector) release(b *sink.Batch) {
 	c.mu.Lock()
 	delete(c.unshipped, b)
 	c.mu.Unlock()
 	c.free <- b
+	c.poolMu.Lock()
+	close(c.freed)
+	c.freed = make(chan struct{})
+	c.poolMu.Unlock()
 }
 
 // ack records a committed batch.

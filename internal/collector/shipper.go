@@ -68,7 +68,10 @@ type shipper struct {
 	// the rejects they may lack (see open); the others are committed.
 	rejectsOnlyBefore int64
 
-	sendCh     chan *sink.Batch
+	sendCh chan *sink.Batch
+	// committing: the sender has a batch of this file (take then waits
+	// for a second one fairly: acquireSecond).
+	committing atomic.Bool
 	readFailed bool          // the last read failed or the file was truncated: do not remember it as finished
 	sent       chan struct{} // closed when send() has returned
 	// yielded: another collector ships the file (owners.go); read() stops
@@ -220,7 +223,7 @@ func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) 
 	if b != nil {
 		return b, nil
 	}
-	b, err := s.c.acquire(ctx)
+	b, err := s.c.acquireSecond(ctx, &s.committing)
 	if err != nil {
 		return nil, err
 	}

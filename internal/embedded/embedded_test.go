@@ -122,12 +122,13 @@ func TestShipsToEmbeddedEngine(t *testing.T) {
 		cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_EMBEDDED=1", "HC_ONCE=1", "HC_DATA="+data, "HC_GLOB="+filepath.Join(dir, "access*.log"))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
-		if err != nil && raceBuild && strings.Contains(err.Error(), "segmentation fault") {
+		for try := 0; try < 3 && err != nil && raceBuild && strings.Contains(err.Error(), "segmentation fault"); try++ {
 			// Under the race detector (ThreadSanitizer's runtime beside the
 			// engine's uninstrumented C++), this child crashes in about 1
 			// run of 7, before this session's changes too; never in 10
 			// runs without it, and the product is never built with it.
-			// Said, then tried once more.
+			// Said, then tried again, up to three times (two crashes in
+			// a row were seen once in CI).
 			t.Logf("collector child crashed under the race detector (%v); running it again", err)
 			cmd = exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_EMBEDDED=1", "HC_ONCE=1", "HC_DATA="+data, "HC_GLOB="+filepath.Join(dir, "access*.log"))
