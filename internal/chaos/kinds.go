@@ -210,6 +210,7 @@ var Blocked = map[Kind]Block{
 	StopFetches:     {Stores: []string{StoreCluster}, Stalls: true, Finding: findingPool},
 	StopFetchesKill: {Stores: []string{StoreCluster}, Stalls: true, Finding: findingPool},
 }
+
 // The cluster findings (issue 16) the cluster store found on main at
 // 938ee6a and the fixes after it closed: a replica started again within its
 // ZooKeeper session's life read as complete (its queue is now read from
