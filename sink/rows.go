@@ -92,7 +92,7 @@ var localRE = regexp.MustCompile(`\b(hits|rejects|sources|ingest_progress|hits_1
 // the replicas of one and the same shard (README, Cluster mode), where the
 // state lives.
 func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
-	shards, err := s.localShard(ctx)
+	shards, tables, err := s.localShard(ctx)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(s
 			inputs = append(inputs, t)
 		}
 	}
-	q = s.localTables(q, shards)
+	q = s.localTables(q, shards, tables)
 	c, err := s.pinned.Conn(ctx)
 	if err != nil {
 		return err
@@ -148,10 +148,8 @@ func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(s
 
 // localTables rewrites q to read the replicated tables of this server: all
 // of them on one shard; with several, the state only.
-func (s *Sink) localTables(q string, shards int) string {
-	prefix := regexp.QuoteMeta(s.db + ".")
-	re := regexp.MustCompile(prefix + localRE.String())
-	return re.ReplaceAllStringFunc(q, func(m string) string {
+func (s *Sink) localTables(q string, shards int, tables *regexp.Regexp) string {
+	return tables.ReplaceAllStringFunc(q, func(m string) string {
 		name := strings.TrimPrefix(m, s.db+".")
 		if shards > 1 && !slices.Contains(stateTables, name) {
 			return m
@@ -163,24 +161,27 @@ func (s *Sink) localTables(q string, shards int) string {
 // localShard reads, once, how many shards the cluster has and checks that
 // this server is one of its replicas as remote_servers lists them: a
 // Distributed read prefers the local replica only when it recognises it.
-func (s *Sink) localShard(ctx context.Context) (int, error) {
+// It also compiles, once, what finds the schema's tables of this database
+// in a query (localTables).
+func (s *Sink) localShard(ctx context.Context) (int, *regexp.Regexp, error) {
 	s.topo.Lock()
 	defer s.topo.Unlock()
 	if s.topo.shards > 0 {
-		return s.topo.shards, nil
+		return s.topo.shards, s.topo.tables, nil
 	}
 	var shards, local uint64
 	err := s.conn.QueryRow(ctx, "SELECT uniqExact(shard_num), countIf(is_local) FROM system.clusters WHERE cluster = ?", s.cluster).Scan(&shards, &local)
 	if err != nil {
-		return 0, fmt.Errorf("read cluster %s: %w", s.cluster, err)
+		return 0, nil, fmt.Errorf("read cluster %s: %w", s.cluster, err)
 	}
 	if shards == 0 {
-		return 0, fmt.Errorf("cluster %s is not in the server's remote_servers", s.cluster)
+		return 0, nil, fmt.Errorf("cluster %s is not in the server's remote_servers", s.cluster)
 	}
 	if shards > 1 && local == 0 {
-		return 0, fmt.Errorf("cluster %s has %d shards and this server is none of its replicas as remote_servers lists them (a NAT or port-mapped address?): "+
+		return 0, nil, fmt.Errorf("cluster %s has %d shards and this server is none of its replicas as remote_servers lists them (a NAT or port-mapped address?): "+
 			"a read through its Distributed tables could be served by a replica this sweeper never checked; list the server by the address it listens on, or run the sweeper with one shard", s.cluster, shards)
 	}
 	s.topo.shards = int(shards)
-	return s.topo.shards, nil
+	s.topo.tables = regexp.MustCompile(regexp.QuoteMeta(s.db+".") + localRE.String())
+	return s.topo.shards, s.topo.tables, nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,7 +62,8 @@ type Sink struct {
 	replicas      replicaState          // cluster mode: what the last wait for each replica found
 	topo          struct {
 		sync.Mutex
-		shards int // the cluster's, once read (localShard)
+		shards int            // the cluster's, once read (localShard)
+		tables *regexp.Regexp // this database's schema tables in a query (localTables)
 	}
 	opts     Options // as opened, defaults filled: cluster mode connects to each replica with them
 	comp     *clickhouse.Compression
