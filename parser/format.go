@@ -89,6 +89,13 @@ type token struct {
 	quoted bool   // between '"' literals: ends at the first unescaped quote
 }
 
+// Options tune a Parser beyond its format.
+type Options struct {
+	// Location is the zone of times logged without one (HAProxy's accept
+	// date, W3C's date and time when a server writes local time); UTC when nil.
+	Location *time.Location
+}
+
 // Parser parses lines of one format. It is not safe for concurrent use; give each
 // goroutine its own (New is cheap).
 type Parser struct {
@@ -96,6 +103,11 @@ type Parser struct {
 	tokens  []token
 	json    bool
 	scratch []byte
+	opts    Options
+
+	// custom parses the line for a format the token model cannot express
+	// (nested JSON, a header that names the columns); nil for token formats.
+	custom func(p *Parser, line []byte, h *Hit) error
 
 	// The last time field and what it parsed to: consecutive lines mostly share
 	// their second, and this turns the date arithmetic into one comparison.
@@ -110,7 +122,22 @@ type Parser struct {
 // New compiles a format: "combined", "common", "vhost_combined", "json", or an
 // nginx log_format string such as
 // `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent $request_time`.
-func New(format string) (*Parser, error) {
+func New(format string) (*Parser, error) { return NewWith(format, Options{}) }
+
+// NewWith is New with options.
+func NewWith(format string, opts Options) (*Parser, error) {
+	if opts.Location == nil {
+		opts.Location = time.UTC
+	}
+	p, err := newParser(format)
+	if err != nil {
+		return nil, err
+	}
+	p.opts = opts
+	return p, nil
+}
+
+func newParser(format string) (*Parser, error) {
 	if format == "json" {
 		return &Parser{format: format, json: true}, nil
 	}
@@ -230,6 +257,9 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 	p.scratch = p.scratch[:0]
 	if p.json {
 		return p.parseJSON(line, h)
+	}
+	if p.custom != nil {
+		return p.custom(p, line, h)
 	}
 	pos := 0
 	for i := range p.tokens {

@@ -41,6 +41,7 @@ func render(h *Hit) string {
 	}
 	q("referer", h.Referer)
 	q("ua", h.UserAgent)
+	q("xff", h.ForwardedFor)
 	if h.Has&HasRequestTime != 0 {
 		fmt.Fprintf(&b, " request_time=%s", h.RequestTime)
 	}

@@ -51,6 +51,11 @@ type Hit struct {
 	UserAgent   []byte
 	Host        []byte
 	RequestTime time.Duration
+	// ForwardedFor is the X-Forwarded-For header as logged (nginx main's
+	// "$http_x_forwarded_for", Apache's %{X-Forwarded-For}i): a list of
+	// addresses, the client's first. Nil when the format has no such field or
+	// it was "-".
+	ForwardedFor []byte
 
 	// Has is a set of Has* bits naming the fields the line carried.
 	Has uint32
