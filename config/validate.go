@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	htmltemplate "html/template"
 	"net"
 	"net/mail"
@@ -263,10 +264,11 @@ func (d *doc) validateSources(sources []Source) {
 			d.addf(field+".site", "required: the site name hits are counted under")
 		}
 		if _, err := parser.New(s.Format); err != nil {
-			if strings.Contains(s.Format, "$") {
-				d.addf(field+".format", "bad log_format string: %v", err)
+			var unknown *parser.UnknownFormatError
+			if errors.As(err, &unknown) {
+				d.addf(field+".format", "%v", unknown) // with its "did you mean"
 			} else {
-				d.addf(field+".format", "unknown format %q (%s, or an nginx log_format string)", s.Format, strings.Join(parser.Formats(), ", "))
+				d.addf(field+".format", "bad format string: %v", err)
 			}
 		}
 		switch s.StartAt {

@@ -161,8 +161,18 @@ func (e *UnknownFormatError) Error() string {
 		e.Name, strings.Join(Formats(), ", "))
 }
 
+// hints are names people give a format by its server or its other names.
+var hints = map[string]string{
+	"nginx": "combined", "apache": "combined", "apache2": "combined", "httpd": "combined",
+	"ncsa": "combined", "extended": "combined", "clf": "common", "vhost": "vhost_combined",
+}
+
 func unknownFormat(name string) error {
-	return &UnknownFormatError{Name: name, Suggest: closest(name, Formats())}
+	suggest, ok := hints[strings.ToLower(strings.TrimSpace(name))]
+	if !ok {
+		suggest = closest(name, Formats())
+	}
+	return &UnknownFormatError{Name: name, Suggest: suggest}
 }
 
 // closest returns the candidate nearest to s by edit distance, when near
