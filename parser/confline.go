@@ -42,11 +42,35 @@ func unwrap(format string) (unwrapped, escaping, error) {
 		}
 	}
 	if strings.ContainsAny(format, "\r\n") {
-		// A YAML block keeps its line breaks; a log line has none, so a
-		// break stands for the space the line was wrapped at.
-		return unwrapped{text: strings.Join(strings.Fields(format), " ")}, escDefault, nil
+		return unwrapped{text: unwrapLines(format)}, escDefault, nil
 	}
 	return unwrapped{text: format}, escDefault, nil
+}
+
+// unwrapLines joins a format written over several lines (a YAML block keeps
+// its line breaks): a log line has none, so a break and the indentation
+// around it stand for the one space the format was wrapped at. Spaces within
+// a line are kept as written.
+func unwrapLines(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if !isSpace(s[i]) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isSpace(s[j]) {
+			j++
+		}
+		if run := s[i:j]; strings.ContainsAny(run, "\r\n") {
+			b.WriteByte(' ')
+		} else {
+			b.WriteString(run)
+		}
+		i = j
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // pasted tells quoted pieces copied from nginx.conf from a format string that

@@ -115,6 +115,12 @@ type token struct {
 	name     string // variable name, for errors
 	stop     []byte // literal after the variable; nil when it ends the line
 	key      []byte // what scanByte and scanBytes search for: stop, or its start
+	// takeStop: the search was for the whole stop, so the value's end is
+	// where the literal after it matched; stopFlexTail: that literal ends in
+	// a space and padding may follow.
+	takeStop, stopFlexTail bool
+	dashFast               bool // "-" then the stop is taken without a search
+	set                    bool // the value is stored (not ignored, not a layout's)
 	quoted   bool   // between '"' literals: ends at the first unescaped quote
 	scan     scan
 	n        int  // scanFixed's length
@@ -276,8 +282,10 @@ func (p *Parser) setTokens(raw []token) error {
 		}
 		if i+1 < len(toks) {
 			t.stop = toks[i+1].lit
+			t.stopFlexTail = p.flex && t.stop[len(t.stop)-1] == ' '
 		}
-		t.unescape = textField(t.field)
+		t.unescape = textField(t.field) && p.esc != escNone
+		t.set = t.field != fIgnore && t.field != fStrftime
 		t.quoted = i > 0 && bytes.HasSuffix(toks[i-1].lit, []byte{'"'}) &&
 			t.stop != nil && t.stop[0] == '"'
 		switch {
@@ -311,7 +319,9 @@ func (p *Parser) setTokens(raw []token) error {
 			if len(t.key) == 1 {
 				t.scan = scanByte
 			}
+			t.takeStop = len(t.key) == len(t.stop)
 		}
+		t.dashFast = t.scan == scanQuoted || (t.scan == scanByte || t.scan == scanBytes) && t.key[0] != '-'
 	}
 	if !hasTime {
 		// Windows and rollups are by request time; the time a line was read
@@ -409,8 +419,9 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 		p.tp = timeParts{}
 	}
 	pos := 0
-	for i := range p.tokens {
-		t := &p.tokens[i]
+	toks := p.tokens
+	for i := 0; i < len(toks); i++ {
+		t := &toks[i]
 		if t.lit != nil {
 			switch {
 			case bytes.HasPrefix(line[pos:], t.lit):
@@ -432,84 +443,82 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 			continue
 		}
 		var end int
-		// "-" is what both servers write for a value they do not have (ident,
-		// user, referer), so most lines have several: take it without a
+		switch {
+		// "-" is what both servers write for a value they do not have
+		// (ident, user, referer): most lines have several, taken without a
 		// search.
-		if pos+1 < len(line) && line[pos] == '-' && (t.scan == scanByte || t.scan == scanQuoted) {
-			if c := line[pos+1]; t.scan == scanByte && c == t.key[0] && c != '-' || t.scan == scanQuoted && c == '"' {
-				if t.dashOK || t.field == fIgnore {
-					pos++
-					continue
-				}
-				if err := p.set(t.field, line[pos:pos+1], h); err != nil {
-					return withColumn(err, t.name, pos)
-				}
-				pos++
-				continue
-			}
-		}
-		switch t.scan {
-		case scanEOL:
-			end = len(line)
-		case scanQuoted:
+		case t.dashFast && pos+1 < len(line) && line[pos] == '-' &&
+			(t.scan == scanQuoted && line[pos+1] == '"' || t.scan != scanQuoted && bytes.HasPrefix(line[pos+1:], t.key)):
+			end = pos + 1
+		case t.scan == scanQuoted:
 			end = closingQuote(line[pos:])
 			if end < 0 {
 				return errAt(t.name, pos, "no closing quote")
 			}
 			end += pos
-		case scanByte:
+		case t.scan == scanByte:
 			end = bytes.IndexByte(line[pos:], t.key[0])
 			if end < 0 {
 				return errAt(t.name, pos, fmt.Sprintf("no %q after it", t.stop))
 			}
 			end += pos
-		case scanBytes:
+		case t.scan == scanBytes:
 			end = bytes.Index(line[pos:], t.key)
 			if end < 0 {
 				return errAt(t.name, pos, fmt.Sprintf("no %q after it", t.stop))
 			}
 			end += pos
-		case scanWord:
+		case t.scan == scanEOL:
+			end = len(line)
+		case t.scan == scanWord:
 			end = bytes.IndexByte(line[pos:], ' ')
 			if end < 0 {
 				end = len(line)
 			} else {
 				end += pos
 			}
-		case scanFixed:
+		case t.scan == scanFixed:
 			end = pos + t.n
 			if end > len(line) {
 				return errAt(t.name, pos, "not a time in the expected form")
 			}
-		case scanList:
+		case t.scan == scanList:
 			end = pos + listEnd(line[pos:])
-		case scanLayout:
+		case t.scan == scanLayout:
 			n, err := t.layout.parse(line[pos:], &p.tp)
 			if err != nil {
 				return withColumn(err, t.name, pos)
 			}
-			pos += n
-			continue
+			end = pos + n
 		}
-		if t.field == fIgnore {
-			pos = end
-			continue
-		}
-		val := line[pos:end]
-		if t.trim {
-			for len(val) > 0 && val[len(val)-1] == ' ' {
-				val = val[:len(val)-1]
+		if t.set {
+			val := line[pos:end]
+			if t.trim {
+				for len(val) > 0 && val[len(val)-1] == ' ' {
+					val = val[:len(val)-1]
+				}
 			}
-		}
-		if t.unescape && p.esc != escNone && bytes.IndexByte(val, '\\') >= 0 {
-			val = p.unescape(val)
-		}
-		if !(t.dashOK && dash(val)) {
-			if err := p.set(t.field, val, h); err != nil {
-				return withColumn(err, t.name, pos)
+			if t.unescape && bytes.IndexByte(val, '\\') >= 0 {
+				val = p.unescape(val)
+			}
+			if !(t.dashOK && dash(val)) {
+				if err := p.set(t.field, val, h); err != nil {
+					return withColumn(err, t.name, pos)
+				}
 			}
 		}
 		pos = end
+		// The literal after the value is where the search stopped: take it
+		// here rather than match it again.
+		if t.takeStop || t.scan == scanQuoted && bytes.HasPrefix(line[pos:], t.stop) {
+			pos += len(t.stop)
+			i++
+			if t.stopFlexTail {
+				for pos < len(line) && line[pos] == ' ' {
+					pos++
+				}
+			}
+		}
 	}
 	if pos != len(line) && !(p.tail && line[pos] == ' ') {
 		return errAt("line", pos, "unexpected data after the end of the format")

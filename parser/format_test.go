@@ -109,7 +109,9 @@ func TestNewRefuses(t *testing.T) {
 		{"Combined", `did you mean "combined"?`},
 		{"vhost-combined", `did you mean "vhost_combined"?`},
 		{"nginx main", `did you mean "nginx_main"?`},
-		{"apache", `unknown format "apache": not one of combined, common`},
+		{"xyzzy", `unknown format "xyzzy": not one of combined, common`},
+		{"apache", `unknown format "apache"; did you mean "combined"?`},
+		{"clf", `did you mean "common"?`},
 		{"referer", `Apache's referer log ("%{Referer}i -> %U") has no time`},
 		{"agent", `has no time`},
 		{`%h %l %u "%r" %>s %b`, `no time field`},
@@ -160,6 +162,8 @@ func TestPastedDirectiveIsItsFormat(t *testing.T) {
 			`$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`},
 		{"$remote_addr - $remote_user [$time_local]\n  \"$request\" $status $body_bytes_sent\n",
 			`$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`},
+		{"$remote_addr  -  $remote_user [$time_local]\r\n\"$request\"\t$status $body_bytes_sent\n",
+			"$remote_addr  -  $remote_user [$time_local] \"$request\"\t$status $body_bytes_sent"},
 		{`LogFormat "%h %l %u %t \"%r\" %>s %O \"%{Referer}i\" \"%{User-Agent}i\"" combined`,
 			`%h %l %u %t "%r" %>s %O "%{Referer}i" "%{User-Agent}i"`},
 		{`%h %l %u %t \"%r\" %>s %b`, `%h %l %u %t "%r" %>s %b`},
@@ -232,6 +236,10 @@ func TestZonelessTimeInLocation(t *testing.T) {
 		}
 		if got := h.Time().Format(time.RFC3339); got != c.want {
 			t.Errorf("%s: %s, want %s", c.line, got, c.want)
+		}
+		line := []byte(c.line)
+		if allocs := testing.AllocsPerRun(10, func() { p.Parse(line, &h) }); allocs != 0 {
+			t.Errorf("%s: %.0f allocations", c.line, allocs)
 		}
 	}
 }
