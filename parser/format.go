@@ -111,23 +111,23 @@ type token struct {
 	// also takes the spaces after it.
 	flexTail bool
 
-	field    field
-	name     string // variable name, for errors
-	stop     []byte // literal after the variable; nil when it ends the line
-	key      []byte // what scanByte and scanBytes search for: stop, or its start
+	field field
+	name  string // variable name, for errors
+	stop  []byte // literal after the variable; nil when it ends the line
+	key   []byte // what scanByte and scanBytes search for: stop, or its start
 	// takeStop: the search was for the whole stop, so the value's end is
 	// where the literal after it matched; stopFlexTail: that literal ends in
 	// a space and padding may follow.
 	takeStop, stopFlexTail bool
 	dashFast               bool // "-" then the stop is taken without a search
 	set                    bool // the value is stored (not ignored, not a layout's)
-	quoted   bool   // between '"' literals: ends at the first unescaped quote
-	scan     scan
-	n        int  // scanFixed's length
-	trim     bool // padding may precede stop: trim trailing spaces off the value
-	unescape bool // decode the server's escapes in the value
-	dashOK   bool // "-" means absent (Apache's conditional %400,501{...}i)
-	layout   *layout
+	quoted                 bool // between '"' literals: ends at the first unescaped quote
+	scan                   scan
+	n                      int  // scanFixed's length
+	trim                   bool // padding may precede stop: trim trailing spaces off the value
+	unescape               bool // decode the server's escapes in the value
+	dashOK                 bool // "-" means absent (Apache's conditional %400,501{...}i)
+	layout                 *layout
 }
 
 // escaping is how the server escaped variables: nginx's log_format escape=.
