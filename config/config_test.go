@@ -350,7 +350,9 @@ func TestProblems(t *testing.T) {
 			"t.yaml:7:5: rules[5].window: required: lifetime, or a window such as 5m, 1h, 1d"}},
 		{"match.site unchecked without sources", "rules: [{name: a, match: {site: x, path: /}, threshold: 1, window: 1h, to: [a@b.c]}]\n", nil},
 		{"timezone Local is machine-dependent", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: Local, to: [a@b.c]}]\n", []string{
-			`t.yaml:1:73: rules[0].timezone: unknown time zone "Local" (use an IANA name such as Europe/Berlin, or UTC)`}},
+			`t.yaml:1:73: rules[0].timezone: "Local" is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)`}},
+		{"timezone local, any case", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: local, to: [a@b.c]}]\n", []string{
+			`t.yaml:1:73: rules[0].timezone: "local" is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)`}},
 		{"milestones not increasing, text template", "rules: [{name: a, match: {path: /}, milestones: [1, 1], window: 1h, to: [a@b.c], text: '{{end}}'}]\n", []string{
 			"t.yaml:1:53: rules[0].milestones[1]: milestones must be positive and strictly increasing, got 1",
 			"t.yaml:1:88: rules[0].text: bad template: template: text:1: unexpected {{end}}"}},

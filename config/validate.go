@@ -422,9 +422,13 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		}
 	}
 	loc, err := time.LoadLocation(r.Timezone)
-	if err != nil || r.Timezone == "" || strings.EqualFold(r.Timezone, "Local") {
+	switch {
+	case strings.EqualFold(r.Timezone, "Local"):
+		// Go loads "Local" fine: it is refused for what it means.
+		d.addf(field+".timezone", "%q is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
+	case err != nil || r.Timezone == "":
 		d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
-	} else {
+	default:
 		r.Location = loc
 	}
 
