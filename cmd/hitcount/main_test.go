@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/backend"
 	"github.com/hitcount/hitcount/internal/embedded"
 	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/queryhttp"
@@ -425,5 +426,60 @@ rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c], text:
 	want := path + ":2:82: rules[0].text: rule a: fails on a sample crossing (window 1h, series of one step, path /pricing): "
 	if code != 1 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "index out of range: 3") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 with %q", code, stdout.String(), stderr.String(), want)
+	}
+}
+
+// A taken http.listen port fails `hitcount run` before the embedded engine
+// opens (its directory is not even created) or the demo traffic starts,
+// naming the key and its place in the file.
+func TestPortInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hitcount.yaml")
+	yaml := fmt.Sprintf(`embedded: {path: ./chdb}
+sources: [{path: ./demo/access.log, site: demo}]
+http: {listen: %q}
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`, taken.Addr())
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"run", "-config", path, "-demo", filepath.Join(dir, "demo", "access.log")}, strings.NewReader(""), &stdout, &stderr)
+	want := fmt.Sprintf("hitcount run: %s:3:16: http.listen: %s is in use by another process", path, taken.Addr())
+	if code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want exit 1 with %q", code, stderr.String(), want)
+	}
+	for _, p := range []string{"chdb", "demo"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s exists: started before the port was checked", p)
+		}
+	}
+}
+
+// `hitcount run` on a server that refuses its login exits at once with 78
+// and the reason, as the collector and the sweeper do.
+func TestLoginRefusedAtStart(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`clickhouse: {addr: [%q], database: runtest, username: nobody}
+sources: [{path: access.log, site: www}]
+http: {listen: ""}
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`, ch.Addr())), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"run", "-config", cfg}, strings.NewReader(""), &stdout, &stderr)
+	want := fmt.Sprintf(`hitcount run: clickhouse at [%s] refused the login of user "nobody" (UNKNOWN_USER, code 192: Unknown user nobody): check clickhouse.username (nobody), with no password (clickhouse.password_env or password_file gives one), in %s`, ch.Addr(), cfg)
+	if code != backend.ExitLoginRefused || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr.String(), backend.ExitLoginRefused, want)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/applog"
+	"github.com/hitcount/hitcount/internal/service"
 )
 
 func main() {
@@ -86,6 +87,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// a clean stop, not a failure for systemd to report.
 			log.Info("sweeper stopped", "reason", err)
 			return 0
+		}
+		if code, ok := service.StartFailure(err); ok {
+			fmt.Fprintf(stderr, "sweeper: %v\n", err)
+			return code
 		}
 		log.Error("sweeper stopped", "err", err)
 		return 1
