@@ -174,7 +174,7 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 	}
 	if live > 0 {
 		parts = append(parts, service.Part{Name: "live view", Run: func(ctx context.Context) error {
-			return liveview.Run(ctx, liveview.Options{DB: b, Database: b.Database(), Every: live, Out: stdout})
+			return liveview.Run(ctx, liveview.Options{DB: b, Database: b.Database(), Every: live, Out: stdout, Rejected: col.RejectedLines})
 		}})
 	}
 	ready := func() error { return errors.Join(col.Ready(), sw.Ready()) }

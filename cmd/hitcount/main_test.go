@@ -483,3 +483,64 @@ rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
 		t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr.String(), backend.ExitLoginRefused, want)
 	}
 }
+
+// The live view of `hitcount run` counts every rejected line, not the
+// sample the rejects table keeps (at most 100 per batch): 400 bad lines in
+// one batch show as 400, with 100 sampled.
+func TestLiveViewCountsEveryRejectedLine(t *testing.T) {
+	testenv.RequireChdb(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "access.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loggen.New(loggen.Options{Seed: 8, BadEvery: 50}).WriteN(f, 20000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg := filepath.Join(dir, "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`embedded: {path: ./data, library: %s}
+sources: [{path: %s, site: www, start_at: beginning}]
+batch: {rows: 50000, delay: 200ms}
+http: {listen: ""}
+outbox: ./outbox
+rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [ops@example.com]}]
+`, testenv.ChdbLibPath(), logPath)), 0o644)
+	job := exec.Command(os.Args[0], "-test.run=^$")
+	job.Env = append(os.Environ(), "HITCOUNT_RUN_ARGS=run -config "+cfg+" -live 500ms")
+	out, err := job.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Stderr = os.Stderr
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		job.Process.Signal(syscall.SIGTERM)
+		job.Wait()
+	}()
+	const want = "hits 19600, rejected lines 400 since start (100 sampled in hitcount.rejects)"
+	found := make(chan bool, 1)
+	var seen []string
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			seen = append(seen, sc.Text())
+			if strings.Contains(sc.Text(), want) {
+				found <- true
+				return
+			}
+		}
+		found <- false
+	}()
+	select {
+	case ok := <-found:
+		if !ok {
+			t.Fatalf("the live view never said %q:\n%s", want, strings.Join(seen, "\n"))
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no live view with %q within a minute", want)
+	}
+}

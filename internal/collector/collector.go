@@ -146,6 +146,9 @@ type Collector struct {
 	opts Options
 	log  *slog.Logger
 	m    *Metrics
+	// rejected counts the lines that did not parse since New, every one
+	// (the rejects table keeps a sample): for the live view.
+	rejected atomic.Uint64
 
 	// free holds the batches not in use: taking one is the permission to read
 	// more, so memory is bounded by MaxPending batches whatever the backlog.
@@ -577,3 +580,8 @@ func (c *Collector) logStoreErr(msg string, err error, args ...any) {
 	}
 	c.log.Warn(msg, append(args, "err", err)...)
 }
+
+// RejectedLines is how many lines did not parse since the collector was
+// made: every one, where the rejects table keeps at most a sample of each
+// batch's (100).
+func (c *Collector) RejectedLines() uint64 { return c.rejected.Load() }
