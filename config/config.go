@@ -228,8 +228,9 @@ type Match struct {
 	Path   string `yaml:"path"`
 	Method string `yaml:"method"`
 	// Status is a class (2xx) or an exact status (404).
-	Status      string `yaml:"status"`
-	ExcludeBots bool   `yaml:"exclude_bots"`
+	Status string `yaml:"status"`
+	// ExcludeBots: false, true (the built-in bot pattern) or "~REGEX".
+	ExcludeBots BotFilter `yaml:"exclude_bots"`
 }
 
 // Load reads, parses, defaults and validates the file at path. The error,

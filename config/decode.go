@@ -269,7 +269,7 @@ func keyText(k ast.Node) string {
 
 // isLeafStruct reports the struct types that are decoded from one scalar.
 func isLeafStruct(t reflect.Type) bool {
-	return t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[Size]()
+	return t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[Size]() || t == reflect.TypeFor[BotFilter]()
 }
 
 // decodeRoot fills c from the file's one document.
@@ -345,6 +345,23 @@ func (d *doc) decodeValue(n ast.Node, v reflect.Value, field string) {
 			return
 		}
 		v.Set(reflect.ValueOf(Duration{dur}))
+		return
+	case reflect.TypeFor[BotFilter]():
+		if b, ok := n.(*ast.BoolNode); ok {
+			v.Set(reflect.ValueOf(BotFilter{Exclude: b.Value}))
+			return
+		}
+		s, ok := scalarText(n)
+		if !ok {
+			d.fail(n, field, "must be true, false, or ~ and a regular expression of user agents to leave out, got "+describe(n))
+			return
+		}
+		f, err := parseBotFilter(s)
+		if err != nil {
+			d.fail(n, field, err.Error())
+			return
+		}
+		v.Set(reflect.ValueOf(f))
 		return
 	case reflect.TypeFor[Size]():
 		s, ok := scalarText(n)

@@ -388,6 +388,12 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	if m.Status != "" && !isStatus(m.Status) {
 		d.addf(mf+".status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
 	}
+	if m.ExcludeBots.Pattern != "" && r.Window == "lifetime" {
+		// A lifetime count reads the daily rollup, which keeps the built-in
+		// bot mark only; from hits it would read the page's whole history
+		// at every sweep.
+		d.addf(mf+".exclude_bots", "a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)")
+	}
 
 	if d.ok(field+".threshold", field+".milestones") {
 		switch {
