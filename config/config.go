@@ -186,6 +186,10 @@ type SMTP struct {
 	From string `yaml:"from"`
 	// Timeout bounds one delivery, >= 1s [30s].
 	Timeout Duration `yaml:"timeout"`
+	// CAFile is a PEM file of the certificates that sign the server's, for
+	// a relay whose certificate is not signed by a CA the system trusts;
+	// relative to the config file [the system's roots].
+	CAFile string `yaml:"ca_file"`
 
 	dir string
 }

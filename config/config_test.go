@@ -363,6 +363,8 @@ func TestProblems(t *testing.T) {
 			`t.yaml:4:46: rules[2].match.exclude_bots: ~ needs a regular expression after it (~(?i)bot|spider); true leaves out the built-in pattern`,
 			`t.yaml:5:46: rules[3].match.exclude_bots: a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)`,
 			`t.yaml:8:46: rules[6].match.exclude_bots: must be true, false, or ~ and a regular expression of user agents to leave out, got a list`}},
+		{"smtp.ca_file without TLS", "smtp: {host: 127.0.0.1, tls: none, from: a@b.c, ca_file: ca.pem}\n", []string{
+			"t.yaml:1:58: smtp.ca_file: goes with tls: starttls or tls (tls is none)"}},
 		{"timezone Local is machine-dependent", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: Local, to: [a@b.c]}]\n", []string{
 			`t.yaml:1:73: rules[0].timezone: "Local" is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)`}},
 		{"timezone local, any case", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: local, to: [a@b.c]}]\n", []string{

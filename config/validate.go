@@ -315,6 +315,9 @@ func (d *doc) validateSMTP(s *SMTP) {
 		d.addf("smtp.from", "not an email address (%v): %q", err, s.From)
 	}
 	d.duration(s.Timeout, "smtp.timeout", time.Second, 0)
+	if s.CAFile != "" && s.TLS == "none" {
+		d.addf("smtp.ca_file", "goes with tls: starttls or tls (tls is none)")
+	}
 }
 
 // validWindow accepts whole minutes that divide a day, and whole days:
