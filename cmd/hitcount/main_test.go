@@ -152,10 +152,14 @@ func TestDataDirInUse(t *testing.T) {
 	}
 }
 
-// The README's move from the embedded store to a server: export hits with
-// the query command as TSV, load them with clickhouse-client; the server's
-// rollups and committed offsets then match the embedded store's, so a
-// collector pointed at the server resumes where the embedded one stopped.
+// The README's move from the embedded store to a server, as its commands
+// are written: export hits with the query command as TSV; create the schema
+// on the server with `collector -migrate` and the new config (the old one
+// plus a clickhouse section), since loading into a server that has none
+// fails (Code: 81, database hitcount doesn't exist: issue 18); load the
+// file with clickhouse-client. The server's rollups and committed offsets
+// then match the embedded store's, so a collector pointed at the server
+// resumes where the embedded one stopped.
 func TestMoveToServer(t *testing.T) {
 	testenv.Require(t, "clickhouse-client", "/usr/bin/clickhouse-client")
 	emb := testenv.NewDatabase(t, "embedded")
@@ -172,25 +176,42 @@ func TestMoveToServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	// INTO OUTFILE: the engine writes the file itself, however many rows.
+	// 1. Export. INTO OUTFILE: the engine writes the file itself, however
+	// many rows.
 	file := filepath.Join(t.TempDir(), "hits.tsv")
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"query", "-config", configFor(t, emb), "SELECT * FROM hitcount.hits INTO OUTFILE '" + file + "' FORMAT TSVWithNames"},
 		strings.NewReader(""), &stdout, &stderr); code != 0 || stdout.Len() != 0 {
 		t.Fatalf("export: exit %d, %q %s", code, stdout.String(), stderr.String())
 	}
-	export, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer export.Close()
 	srv := testenv.NewDatabase(t, "server")
 	srv.Name = "hitcount"
-	srv.Open(t).Close() // the schema
 	host, port, _ := strings.Cut(srv.Addr, ":")
-	load := exec.Command("clickhouse-client", "--host", host, "--port", port, "--query", "INSERT INTO hitcount.hits FORMAT TSVWithNames")
-	load.Stdin = export
-	if out, err := load.CombinedOutput(); err != nil {
+	load := func() (string, error) {
+		export, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer export.Close()
+		cmd := exec.Command("clickhouse-client", "--host", host, "--port", port, "--query", "INSERT INTO hitcount.hits FORMAT TSVWithNames")
+		cmd.Stdin = export
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// Loaded first, as the README had it: refused.
+	if out, err := load(); err == nil || !strings.Contains(out, "Code: 81") {
+		t.Fatalf("load before the schema exists: %v %s; want Code: 81 (the step this test is about)", err, out)
+	}
+	// 2. The schema, with the collector the new config is for.
+	collector := filepath.Join(t.TempDir(), "collector")
+	if out, err := exec.Command("go", "build", "-o", collector, "github.com/hitcount/hitcount/cmd/collector").CombinedOutput(); err != nil {
+		t.Fatalf("build the collector: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(collector, "-migrate", "-config", configFor(t, srv)).CombinedOutput(); err != nil {
+		t.Fatalf("collector -migrate: %v\n%s", err, out)
+	}
+	// 3. Load.
+	if out, err := load(); err != nil {
 		t.Fatalf("load: %v\n%s", err, out)
 	}
 	q := "SELECT count() AS n, sum(cityHash64(path, user_agent, offset)) AS h, (SELECT sum(hits) FROM hitcount.hits_1m) AS r, (SELECT maxMerge(max_offset) FROM hitcount.ingest_progress) AS o FROM hitcount.hits"
