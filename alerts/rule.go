@@ -63,7 +63,7 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 	for i, cr := range rules {
 		r := &Rule{
 			Name: cr.Name, Site: cr.Match.Site, Host: cr.Match.Host, Method: cr.Match.Method,
-			ExcludeBots: cr.Match.ExcludeBots.Exclude, BotPattern: cr.Match.ExcludeBots.Pattern, To: cr.To,
+			ExcludeBots: cr.Match.ExcludeBots.Exclude(), BotPattern: cr.Match.ExcludeBots.Pattern(), To: cr.To,
 			Window: Window{Size: cr.WindowDur, Loc: cr.Location}, WindowName: cr.Window,
 		}
 		if cr.Threshold > 0 {

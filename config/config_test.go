@@ -109,7 +109,7 @@ func TestFullFile(t *testing.T) {
 		{"smtp.from", c.SMTP.From, "hitcount <alerts@example.com>"},
 		{"smtp.timeout", c.SMTP.Timeout.Duration, 10 * time.Second},
 		{"outbox", c.Outbox, "spool/outbox"},
-		{"rules[0].match", r[0].Match, Match{Site: "www.example.com", Host: "www.example.com", Path: "/pricing", Method: "GET", Status: "2xx", ExcludeBots: BotFilter{Exclude: true}}},
+		{"rules[0].match", r[0].Match, Match{Site: "www.example.com", Host: "www.example.com", Path: "/pricing", Method: "GET", Status: "2xx", ExcludeBots: "true"}},
 		{"rules[0].threshold", r[0].Threshold, int64(1000)},
 		{"rules[0].window", r[0].WindowDur, 24 * time.Hour},
 		{"rules[0].timezone", r[0].Location.String(), "Europe/Berlin"},
@@ -703,14 +703,15 @@ func TestSourceWarnings(t *testing.T) {
 // the rule's own), as the sweeper reads it.
 func TestExcludeBots(t *testing.T) {
 	cases := []struct {
-		value string
-		want  BotFilter
+		value   string
+		exclude bool
+		pattern string
 	}{
-		{"", BotFilter{}},
-		{"false", BotFilter{}},
-		{"true", BotFilter{Exclude: true}},
-		{`"~(?i)(bot|spider)"`, BotFilter{Exclude: true, Pattern: "(?i)(bot|spider)"}},
-		{`'~^Mozilla/5\.0 \(compatible; \w+bot'`, BotFilter{Exclude: true, Pattern: `^Mozilla/5\.0 \(compatible; \w+bot`}},
+		{"", false, ""},
+		{"false", false, ""},
+		{"true", true, ""},
+		{`"~(?i)(bot|spider)"`, true, "(?i)(bot|spider)"},
+		{`'~^Mozilla/5\.0 \(compatible; \w+bot'`, true, `^Mozilla/5\.0 \(compatible; \w+bot`},
 	}
 	for _, c := range cases {
 		yaml := "rules: [{name: a, match: {path: /, exclude_bots: " + c.value + "}, threshold: 1, window: 1h, to: [a@b.c]}]\n"
@@ -722,8 +723,8 @@ func TestExcludeBots(t *testing.T) {
 			t.Errorf("%s: %v", c.value, err)
 			continue
 		}
-		if got := cfg.Rules[0].Match.ExcludeBots; got != c.want {
-			t.Errorf("exclude_bots: %s = %#v, want %#v", c.value, got, c.want)
+		if f := cfg.Rules[0].Match.ExcludeBots; f.Exclude() != c.exclude || f.Pattern() != c.pattern {
+			t.Errorf("exclude_bots: %s = %q: exclude %v, pattern %q; want %v, %q", c.value, f, f.Exclude(), f.Pattern(), c.exclude, c.pattern)
 		}
 	}
 }

@@ -269,7 +269,7 @@ func keyText(k ast.Node) string {
 
 // isLeafStruct reports the struct types that are decoded from one scalar.
 func isLeafStruct(t reflect.Type) bool {
-	return t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[Size]() || t == reflect.TypeFor[BotFilter]()
+	return t == reflect.TypeFor[Duration]() || t == reflect.TypeFor[Size]()
 }
 
 // decodeRoot fills c from the file's one document.
@@ -348,7 +348,7 @@ func (d *doc) decodeValue(n ast.Node, v reflect.Value, field string) {
 		return
 	case reflect.TypeFor[BotFilter]():
 		if b, ok := n.(*ast.BoolNode); ok {
-			v.Set(reflect.ValueOf(BotFilter{Exclude: b.Value}))
+			v.Set(reflect.ValueOf(BotFilter(strconv.FormatBool(b.Value))))
 			return
 		}
 		s, ok := scalarText(n)

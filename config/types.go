@@ -77,28 +77,37 @@ func ParseSize(s string) (int, error) {
 	return int(n * mult), nil
 }
 
-// BotFilter is a rule's match.exclude_bots: false counts every user agent;
-// true leaves out those the schema's built-in pattern marks as bots (the
-// bot column of the rollups, sink.BotPattern); "~REGEX" leaves out those
-// REGEX matches instead (RE2, as ClickHouse's match() reads it), counted
-// from hits, since the rollups keep only the built-in mark.
-type BotFilter struct {
-	Exclude bool
-	// Pattern is REGEX of "~REGEX"; "" for the built-in pattern.
-	Pattern string
+// BotFilter is a rule's match.exclude_bots as written: "" or "false" counts
+// every user agent; "true" leaves out those the schema's built-in pattern
+// marks as bots (the bot column of the rollups, sink.BotPattern); "~REGEX"
+// leaves out those REGEX matches instead (RE2, as ClickHouse's match()
+// reads it), counted from hits, since the rollups keep only the built-in
+// mark.
+type BotFilter string
+
+// Exclude reports whether some user agents are left out.
+func (f BotFilter) Exclude() bool { return f != "" && f != "false" }
+
+// Pattern is REGEX of "~REGEX"; "" for the built-in pattern or none.
+func (f BotFilter) Pattern() string {
+	re, _ := strings.CutPrefix(string(f), "~")
+	if re == string(f) {
+		return ""
+	}
+	return re
 }
 
 // parseBotFilter reads the scalar text of a string exclude_bots.
 func parseBotFilter(s string) (BotFilter, error) {
 	re, ok := strings.CutPrefix(s, "~")
 	if !ok {
-		return BotFilter{}, fmt.Errorf("must be true, false, or ~ and a regular expression of user agents to leave out (~(?i)bot|spider), got %q", s)
+		return "", fmt.Errorf("must be true, false, or ~ and a regular expression of user agents to leave out (~(?i)bot|spider), got %q", s)
 	}
 	if re == "" {
-		return BotFilter{}, errors.New("~ needs a regular expression after it (~(?i)bot|spider); true leaves out the built-in pattern")
+		return "", errors.New("~ needs a regular expression after it (~(?i)bot|spider); true leaves out the built-in pattern")
 	}
 	if _, err := regexp.Compile(re); err != nil {
-		return BotFilter{}, fmt.Errorf("bad regex: %v", err)
+		return "", fmt.Errorf("bad regex: %v", err)
 	}
-	return BotFilter{Exclude: true, Pattern: re}, nil
+	return BotFilter(s), nil
 }

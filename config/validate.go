@@ -391,7 +391,7 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	if m.Status != "" && !isStatus(m.Status) {
 		d.addf(mf+".status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
 	}
-	if m.ExcludeBots.Pattern != "" && r.Window == "lifetime" {
+	if m.ExcludeBots.Pattern() != "" && r.Window == "lifetime" {
 		// A lifetime count reads the daily rollup, which keeps the built-in
 		// bot mark only; from hits it would read the page's whole history
 		// at every sweep.
