@@ -154,7 +154,7 @@ func TestDataDirInUse(t *testing.T) {
 	}
 }
 
-// The README's move from the embedded store to a server, as its commands
+// The move from the embedded store to a server (docs/operations.md), as its commands
 // are written: export hits with the query command as TSV; create the schema
 // on the server with `collector -migrate` and the new config (the old one
 // plus a clickhouse section), since loading into a server that has none
@@ -200,7 +200,7 @@ func TestMoveToServer(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	// Loaded first, as the README had it: refused.
+	// Loaded first, as the steps had it before: refused.
 	if out, err := load(); err == nil || !strings.Contains(out, "Code: 81") {
 		t.Fatalf("load before the schema exists: %v %s; want Code: 81 (the step this test is about)", err, out)
 	}
