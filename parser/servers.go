@@ -353,21 +353,36 @@ func urlHost(target []byte) []byte {
 // plus is set, '+' read as a space (IIS writes a user agent's spaces as '+').
 // An invalid escape is kept as written.
 func unescapeW3C(dst, src []byte, percent, plus bool) []byte {
-	for i := 0; i < len(src); i++ {
-		c := src[i]
+	for len(src) > 0 {
+		var i int
 		switch {
-		case c == '%' && percent && i+2 < len(src):
+		case percent && plus:
+			i = bytes.IndexAny(src, "%+")
+		case percent:
+			i = bytes.IndexByte(src, '%')
+		default:
+			i = bytes.IndexByte(src, '+')
+		}
+		if i < 0 {
+			return append(dst, src...)
+		}
+		dst = append(dst, src[:i]...)
+		if src[i] == '+' {
+			dst = append(dst, ' ')
+			src = src[i+1:]
+			continue
+		}
+		if i+2 < len(src) {
 			hi, ok1 := unhex(src[i+1])
 			lo, ok2 := unhex(src[i+2])
 			if ok1 && ok2 {
 				dst = append(dst, hi<<4|lo)
-				i += 2
+				src = src[i+3:]
 				continue
 			}
-		case c == '+' && plus:
-			c = ' '
 		}
-		dst = append(dst, c)
+		dst = append(dst, '%')
+		src = src[i+1:]
 	}
 	return dst
 }

@@ -232,6 +232,7 @@ func parseColumns(p *Parser, line []byte, h *Hit) error {
 	var dateV, timeV []byte
 	var datePos, timePos int
 	viewerHost := false
+	tabs := c.mode == modeW3C && bytes.IndexByte(line, '\t') >= 0
 	k, pos := 0, 0
 	for {
 		start := pos
@@ -248,10 +249,16 @@ func parseColumns(p *Parser, line []byte, h *Hit) error {
 				end = pos + i
 			}
 			v, pos = line[start:end], end
-		default: // W3C: whitespace between fields, a space as IIS writes
+		case tabs: // W3C from a writer that separates with tabs, or mixes them
 			end := pos
 			for end < len(line) && line[end] != ' ' && line[end] != '\t' {
 				end++
+			}
+			v, pos = line[start:end], end
+		default: // W3C as IIS writes it: one space between fields
+			end := len(line)
+			if i := bytes.IndexByte(line[pos:], ' '); i >= 0 {
+				end = pos + i
 			}
 			v, pos = line[start:end], end
 		}
