@@ -13,7 +13,8 @@ import (
 // times, and the decoders of their escapes.
 
 // serverFormats are the names New accepts for these formats, in the order
-// Formats lists them (GoAccess's predefined names in brackets).
+// Formats lists them; the comments name GoAccess's predefined format for the
+// same log.
 var serverFormats = [...]struct {
 	name  string
 	build func(p *Parser)
@@ -73,7 +74,7 @@ func (p *Parser) Prime(line []byte) bool {
 	if !p.srv.isDirective(line) {
 		return false
 	}
-	p.srv.directive(line) // a malformed header still ends the previous columns, as in Parse
+	p.srv.directive(line)
 	return true
 }
 
