@@ -41,7 +41,7 @@ func (p *Parser) parseLoadBalancer(line []byte, h *Hit, alb bool) error {
 	if v, err = c.word("time"); err != nil {
 		return err
 	}
-	if err := p.setTime(fTimeISO, v, h); err != nil {
+	if err := p.setTimeStored(fTimeISO, v, h); err != nil {
 		return withColumn(err, "time", at)
 	}
 	if _, err = c.word("elb"); err != nil {
@@ -153,7 +153,7 @@ func parseS3(p *Parser, line []byte, h *Hit) error {
 	if v, err = c.bracketed("time"); err != nil {
 		return err
 	}
-	if err := p.setTime(fTime, v, h); err != nil {
+	if err := p.setTimeStored(fTime, v, h); err != nil {
 		return withColumn(err, "time", at+1)
 	}
 	if v, err = c.word("remote_ip"); err != nil {

@@ -213,6 +213,19 @@ func (p *Parser) storeTime(kind field, v []byte, h *Hit) error {
 	return nil
 }
 
+// setTimeStored is setTime (a form format.go parses: CLF, ISO 8601, $msec)
+// followed by the check that the store can hold the time.
+func (p *Parser) setTimeStored(f field, v []byte, h *Hit) error {
+	if err := p.setTime(f, v, h); err != nil {
+		return err
+	}
+	if h.Unix < 0 || h.Unix > maxStoreUnix {
+		h.Has &^= HasTime
+		return bad(0, "time outside 1970-2106, which the store cannot hold")
+	}
+	return nil
+}
+
 // maxStoreUnix is the last second a ClickHouse DateTime holds (2106-02-07).
 const maxStoreUnix = 1<<32 - 1
 

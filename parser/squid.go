@@ -24,7 +24,7 @@ func parseSquid(p *Parser, line []byte, h *Hit) error {
 	if err != nil {
 		return err
 	}
-	if err := p.setTime(fMsec, v, h); err != nil {
+	if err := p.setTimeStored(fMsec, v, h); err != nil {
 		return withColumn(err, "time", at)
 	}
 	c.spaces()

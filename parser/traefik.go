@@ -29,7 +29,7 @@ func parseTraefik(p *Parser, line []byte, h *Hit) error {
 	if v, err = c.bracketed("time"); err != nil {
 		return err
 	}
-	if err := p.setTime(fTime, v, h); err != nil {
+	if err := p.setTimeStored(fTime, v, h); err != nil {
 		return withColumn(err, "time", at+1)
 	}
 	if v, err = c.quoted(p, "request"); err != nil {
