@@ -3,6 +3,7 @@ package parser
 import (
 	"bytes"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -367,38 +368,27 @@ func urlHost(target []byte) []byte {
 // plus is set, '+' read as a space (IIS writes a user agent's spaces as '+').
 // An invalid escape is kept as written.
 func unescapeW3C(dst, src []byte, percent, plus bool) []byte {
-	for len(src) > 0 {
-		var i int
+	n := len(dst)
+	dst = slices.Grow(dst, len(src)) // a no-op with the scratch's room for the line
+	out := dst[n : n+len(src)]
+	j := 0
+	for i := 0; i < len(src); i++ {
+		c := src[i]
 		switch {
-		case percent && plus:
-			i = bytes.IndexAny(src, "%+")
-		case percent:
-			i = bytes.IndexByte(src, '%')
-		default:
-			i = bytes.IndexByte(src, '+')
-		}
-		if i < 0 {
-			return append(dst, src...)
-		}
-		dst = append(dst, src[:i]...)
-		if src[i] == '+' {
-			dst = append(dst, ' ')
-			src = src[i+1:]
-			continue
-		}
-		if i+2 < len(src) {
+		case c == '+' && plus:
+			c = ' '
+		case c == '%' && percent && i+2 < len(src):
 			hi, ok1 := unhex(src[i+1])
 			lo, ok2 := unhex(src[i+2])
 			if ok1 && ok2 {
-				dst = append(dst, hi<<4|lo)
-				src = src[i+3:]
-				continue
+				c = hi<<4 | lo
+				i += 2
 			}
 		}
-		dst = append(dst, '%')
-		src = src[i+1:]
+		out[j] = c
+		j++
 	}
-	return dst
+	return dst[:n+j]
 }
 
 // durationMicros converts microseconds (Cloud Storage's time_taken_micros).

@@ -96,6 +96,10 @@ type columns struct {
 	hasDate   bool
 	y, mo, d  int
 	sawFields bool
+
+	// lastKnown is the index of the last column a Hit keeps: CloudFront's
+	// columns after it are only counted, not split.
+	lastKnown int
 }
 
 func newColumns(mode colMode) *columns {
@@ -116,6 +120,9 @@ func (c *columns) setFields(list string) {
 	for _, name := range strings.Fields(list) {
 		c.names = append(c.names, name)
 		c.cols = append(c.cols, columnNames[strings.ToLower(name)])
+		if c.cols[len(c.cols)-1] != cIgnore {
+			c.lastKnown = len(c.cols) - 1
+		}
 	}
 }
 
@@ -297,6 +304,18 @@ func parseColumns(p *Parser, line []byte, h *Hit) error {
 		}
 		k++
 		if pos >= len(line) {
+			break
+		}
+		if k > c.lastKnown && c.mode == modeCloudFront {
+			// Nothing after here is kept: count the fields in one pass.
+			n := k + bytes.Count(line[pos:], []byte{'\t'})
+			if n == len(c.cols)+1 && line[len(line)-1] == '\t' {
+				n-- // the trailing tab
+			}
+			if n != len(c.cols) {
+				return errAt("line", len(line), c.countReason(n))
+			}
+			k = n
 			break
 		}
 		pos++ // the separator
