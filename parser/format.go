@@ -168,6 +168,9 @@ type Parser struct {
 	// custom parses the line for a format the token model cannot express
 	// (nested JSON, a header that names the columns); nil for token formats.
 	custom func(p *Parser, line []byte, h *Hit) error
+	// srv is the column list of a format whose header lines name them (w3c,
+	// cloudfront, gcs: servers.go); nil for the others.
+	srv *columns
 
 	// The last time field and what it parsed to: consecutive lines mostly share
 	// their second, and this turns the date arithmetic into one comparison.
@@ -201,6 +204,9 @@ func NewWith(format string, opts Options) (*Parser, error) {
 }
 
 func newParser(format string) (*Parser, error) {
+	if p := newServerParser(format); p != nil {
+		return p, nil
+	}
 	if format == "json" {
 		return &Parser{format: format, json: true}, nil
 	}
@@ -700,7 +706,7 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 			h.Has |= HasHost
 		}
 	case fHostPort:
-		v = stripPort(v)
+		v = hostOnly(v)
 		if len(v) > 0 && !dash(v) {
 			h.Host = v
 			h.Has |= HasHost
@@ -772,25 +778,6 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 		p.tp.frac, p.tp.hasFrac = int32(n), true
 	}
 	return nil
-}
-
-// stripPort drops a ":port" suffix from a host ("www.example.com:443",
-// "[2001:db8::1]:80"); a bare IPv6 address keeps its last group.
-func stripPort(v []byte) []byte {
-	i := bytes.LastIndexByte(v, ':')
-	if i < 0 || i == len(v)-1 {
-		return v
-	}
-	for _, c := range v[i+1:] {
-		if c < '0' || c > '9' {
-			return v
-		}
-	}
-	host := v[:i]
-	if bytes.IndexByte(host, ':') >= 0 && !(len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']') {
-		return v // 2001:db8::1 is an address, not host 2001:db8: and port 1
-	}
-	return host
 }
 
 func (p *Parser) setTime(f field, v []byte, h *Hit) error {

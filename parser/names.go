@@ -51,13 +51,15 @@ var timeless = map[string]string{
 	"agent":   `Apache's agent log ("%{User-agent}i") has no time, and hits are counted by the time they were logged; log combined instead`,
 }
 
-// Formats lists the names New accepts besides a format string.
+// Formats lists the names New accepts besides a format string: the token
+// formats here, json, and the other servers' formats (servers.go).
 func Formats() []string {
 	names := make([]string, 0, len(namedFormats)+1)
 	for _, nf := range namedFormats {
 		names = append(names, nf.Name)
 	}
-	return append(names, "json")
+	names = append(names, "json")
+	return append(names, serverFormatNames()...)
 }
 
 // NamedFormats describes the named token formats, for docs and -check-log.
