@@ -218,7 +218,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	c.own = newOwnership(ins, opts.Logger, opts.Metrics, id, host, opts.OwnersRefresh)
+	c.own = newOwnership(ins, opts.Logger, opts.Metrics, id, host, opts.OwnersRefresh, opts.Sources)
 	return c, nil
 }
 
