@@ -40,11 +40,11 @@ type Rule struct {
 	NoDataAfter  time.Duration
 	// Path is the path as configured: "" (below and no_traffic rules) is
 	// the site's total.
-	Path       string
-	To         []string
-	Subject    *texttemplate.Template
-	Text       *texttemplate.Template
-	HTML       *htmltemplate.Template
+	Path    string
+	To      []string
+	Subject *texttemplate.Template
+	Text    *texttemplate.Template
+	HTML    *htmltemplate.Template
 
 	pathMatch func(string) bool
 	scope     scope

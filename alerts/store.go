@@ -56,15 +56,15 @@ type Row struct {
 	Count      int64
 	// Note is what the sweeper noted on finding it (held back; who is
 	// behind), for the message.
-	Note       string
-	State      string
-	Version    uint64
-	Owner      string
-	Fencing    uint64
-	Attempts   uint32
-	MsgID      string
-	Error      string
-	Updated    time.Time // when this version was written (by the sweeper's clock)
+	Note     string
+	State    string
+	Version  uint64
+	Owner    string
+	Fencing  uint64
+	Attempts uint32
+	MsgID    string
+	Error    string
+	Updated  time.Time // when this version was written (by the sweeper's clock)
 }
 
 // DB is what the store needs of ClickHouse, a server (sink.Sink) or the
