@@ -403,7 +403,13 @@ func (s *Store) Watermark(ctx context.Context) (time.Time, bool, error) {
 // Finish records a sweep, dated by the store's clock: OtherSweepers compares
 // the dates of sweepers whose own clocks may be hours apart.
 func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, crossings, sent int) error {
-	now, err := s.Now(ctx)
+	return s.finish(ctx, s.Now, watermark, owner, crossings, sent)
+}
+
+// finish records a sweep dated by clock (the sweeper's, Options.Clock,
+// which is the store's but in tests).
+func (s *Store) finish(ctx context.Context, clock func(context.Context) (time.Time, error), watermark time.Time, owner string, crossings, sent int) error {
+	now, err := clock(ctx)
 	if err != nil {
 		return fmt.Errorf("record sweep: %w", err)
 	}

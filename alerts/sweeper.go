@@ -226,7 +226,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	res.Pending = max(0, len(pending)-res.Sent-res.Failed)
 	s.o.Metrics.waiting(res.Pending)
 	if finished {
-		if err := s.store.Finish(ctx, rd.hi, s.o.Owner, len(fresh), res.Sent); err != nil {
+		if err := s.store.finish(ctx, s.o.Clock, rd.hi, s.o.Owner, len(fresh), res.Sent); err != nil {
 			return res, err
 		}
 		s.round = nil
