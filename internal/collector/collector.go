@@ -283,7 +283,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			defer w.Close()
 		}
 	}
-	go c.own.loop(ctx)
+	c.own.start(ctx)
 	// After the last batches are committed (wg.Wait, deferred below, runs
 	// first): the next collector in line then resumes after them.
 	defer c.own.releaseAll(context.WithoutCancel(ctx))

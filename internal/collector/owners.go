@@ -135,6 +135,8 @@ type ownership struct {
 	// sites are this collector's records of the sites it reads
 	// (sink.SiteRecord), rewritten at every refresh.
 	sites []sink.ClaimedSource
+	// done is closed when the collector's run ends (start).
+	done <-chan struct{}
 
 	kick  chan struct{}
 	round sync.Mutex // one round at a time
@@ -187,6 +189,26 @@ func (s *shipper) caughtUp() bool {
 		}
 	}
 	return true
+}
+
+// start runs the rounds (loop) until ctx ends: the collector's run. A file
+// closed once ctx has ended is not finished for good, whatever it was read
+// to: the collector stops (closed).
+func (o *ownership) start(ctx context.Context) {
+	o.mu.Lock()
+	o.done = ctx.Done()
+	o.mu.Unlock()
+	go o.loop(ctx)
+}
+
+// stopping reports whether the collector's run has ended; o.mu is held.
+func (o *ownership) stopping() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // loop runs a round for the files opening (kicked by claim) and one for
@@ -263,7 +285,9 @@ func (o *ownership) closed(id uint64, finished bool) {
 	e.yield, e.caught = nil, nil
 	if finished {
 		o.forget(e)
-		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true, Finished: true})
+		// Read to its end when the collector stops is not finished: the
+		// live file goes on being written, unread (its caught_up stays).
+		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true, Finished: !o.stopping(), LastCaughtUp: e.caughtAt})
 		return
 	}
 	e.state = ownIdle
