@@ -57,11 +57,18 @@ func addColumns(ctx context.Context, have columnsOf, alter func(context.Context,
 	if err != nil {
 		return nil, fmt.Errorf("read the tables' columns: %w", err)
 	}
+	// A table of which the user sees no column is not this user's (the
+	// collector has no right on crossings): nothing to add for it.
+	visible := map[string]bool{}
+	for col := range cols {
+		t, _, _ := strings.Cut(col, ".")
+		visible[t] = true
+	}
 	missing := map[string]string{}
 	for _, c := range addedColumns {
 		// The replicated table first: the Distributed one describes it.
 		for _, t := range []string{c.table + "_local", c.table} {
-			if !objects[db+"."+t] || cols[t+"."+c.name] {
+			if !objects[db+"."+t] || !visible[t] || cols[t+"."+c.name] {
 				continue
 			}
 			stmt := fmt.Sprintf("ALTER TABLE %s.%s ADD COLUMN %s %s", db, t, c.name, c.typ)
