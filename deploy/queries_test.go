@@ -189,6 +189,13 @@ func insertFixture(t *testing.T, ctx context.Context, s *sink.Sink) fixture {
 		if err := s.RecordSource(ctx, s2, b.SourceID, f.sourcePath); err != nil {
 			t.Fatal(err)
 		}
+		// The collector's record of the file, caught up now, and of the
+		// site (owners.go).
+		claim := sink.Claim{Collector: "0123456789abcdef", Host: "web-1", Window: time.Minute, Sources: []sink.ClaimedSource{
+			{ID: b.SourceID, Site: s2, Path: f.sourcePath, CaughtUp: true}, sink.SiteRecord(s2, "/var/log/nginx/*.log")}}
+		if _, _, err := s.ClaimSources(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	store := alerts.NewStore(s, s.Database())
