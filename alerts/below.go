@@ -98,8 +98,17 @@ func (s *Sweeper) detectComplete(ctx context.Context, now time.Time) ([]Row, []s
 	for _, r := range rules {
 		st := siteStateOf(r.Site, recs, now)
 		var ev evaluation
-		switch r.Kind {
-		case config.KindBelow:
+		lo := now.Add(-lookback(r.Window))
+		if r.Kind == config.KindNoTraffic {
+			lo = now.Add(-silenceLookback(r.NoTraffic))
+		}
+		since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, lo) })
+		st.DataSince = since
+		switch {
+		case err != nil:
+		case !some:
+			ev.note = fmt.Sprintf("site %s has no hit recorded yet: nothing to evaluate", r.Site)
+		case r.Kind == config.KindBelow:
 			ev, err = s.below(ctx, r, st, now, last)
 		default:
 			ev, err = s.silence(ctx, r, st, now, last)
@@ -129,6 +138,16 @@ func (s *Sweeper) detectComplete(ctx context.Context, now time.Time) ([]Row, []s
 	return out, notes, nil
 }
 
+// retry2 is retry for a query of two results.
+func retry2[A, B any](ctx context.Context, q func() (A, B, error)) (A, B, error) {
+	type pair struct {
+		a A
+		b B
+	}
+	p, err := retry(ctx, func() (pair, error) { a, b, err := q(); return pair{a, b}, err })
+	return p.a, p.b, err
+}
+
 // heldNote says that a crossing due at due (its window's end, or its
 // silence's, plus lateness) was found only now, when a sweep after due
 // (last) did not find it: the site's data was not complete then.
@@ -145,13 +164,8 @@ func (s *Sweeper) below(ctx context.Context, r *Rule, st siteState, now, last ti
 	var ev evaluation
 	loc := r.Window.loc()
 	lo := now.Add(-lookback(r.Window))
-	if st.Since.After(lo) {
-		lo = st.Since // not collected before: never evaluated
-	}
-	if st.Since.IsZero() {
-		ev.held = true
-		ev.note = st.untilText(loc)
-		return ev, nil
+	if st.DataSince.After(lo) {
+		lo = st.DataSince // no window before the site's first hit
 	}
 	ended := r.Window.windowsIn(lo, now.Add(-s.o.Lateness))
 	h := st.horizon(now, s.o.Lateness)
@@ -250,7 +264,7 @@ func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last 
 	var ev evaluation
 	loc := r.Window.loc()
 	h := st.horizon(now, s.o.Lateness)
-	if h.IsZero() || st.Since.IsZero() {
+	if h.IsZero() {
 		ev.held = true
 		ev.note = st.untilText(loc)
 		return ev, nil
@@ -326,7 +340,15 @@ func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last 
 		case r.scope == scopePattern:
 			continue // active, yet no hit before the horizon: its hits are after it
 		default:
-			start = st.Since // no hit since collecting began
+			// Never a hit: silent since the site's data began.
+			start = st.DataSince
+			if start.IsZero() {
+				first, err := retry(ctx, func() (time.Time, error) { return s.store.FirstDay(ctx, r.Site) })
+				if err != nil {
+					return ev, err
+				}
+				start = first
+			}
 		}
 		until := start.Add(r.NoTraffic)
 		if until.After(h) {

@@ -221,7 +221,7 @@ func TestBelowOncePerCompleteWindow(t *testing.T) {
 func testBelowOncePerCompleteWindow(t *testing.T, d *testenv.Database) {
 	base := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	ce := newClockEnv(t, d, belowYAML, base, alerts.Options{})
-	for h := range 8 {
+	for h := -24; h < 8; h++ {
 		at := base.Add(time.Duration(h) * time.Hour)
 		n := 60
 		if h == 3 {
@@ -235,16 +235,19 @@ func testBelowOncePerCompleteWindow(t *testing.T, d *testenv.Database) {
 	ce.hits("shop", "/p/new", 1, base.Add(2*time.Hour+30*time.Minute), "Bot/1") // born at 02:30
 	ce.hits("shop", "/blog/x", 1, base.Add(time.Hour), "Mozilla/5.0")           // matches no rule's path
 
-	// 06:11, the collector caught up at 06:10: windows 00-06 complete.
+	// 06:11, the collector caught up at 06:10: the windows of the lookback
+	// (a day) complete, from 11-19 07:00 to 11-20 06:00.
 	ce.now = base.Add(6*time.Hour + 11*time.Minute)
 	ce.record("shop", "c1", 1, "/var/log/nginx/access.log", ce.now.Add(-time.Minute))
 	res := ce.sweep()
 	want := []string{
 		"below checkout shop/checkout 11-20 03:00 sent",
-		"below pages shop/p/b 11-20 00:00 sent", "below pages shop/p/b 11-20 01:00 sent", "below pages shop/p/b 11-20 02:00 sent",
-		"below pages shop/p/b 11-20 03:00 sent", "below pages shop/p/b 11-20 04:00 sent", "below pages shop/p/b 11-20 05:00 sent",
 		"below pages shop/p/new 11-20 03:00 sent", "below pages shop/p/new 11-20 04:00 sent", "below pages shop/p/new 11-20 05:00 sent",
 	}
+	for at := base.Add(-17 * time.Hour); at.Before(base.Add(6 * time.Hour)); at = at.Add(time.Hour) {
+		want = append(want, "below pages shop/p/b "+at.Format("01-02 15:04")+" sent")
+	}
+	sort.Strings(want)
 	if got := ce.crossings(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("crossings after the first sweep:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -402,6 +405,7 @@ func TestLateLogsInsideLateness(t *testing.T) {
 func testLateLogsInsideLateness(t *testing.T, d *testenv.Database) {
 	base := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	ce := newClockEnv(t, d, belowYAML, base, alerts.Options{Lateness: 10 * time.Minute})
+	ce.hits("shop", "/other", 1, base.Add(-time.Minute), "Mozilla/5.0") // the site's first hit
 	ce.hits("shop", "/checkout", 40, base.Add(10*time.Minute), "Mozilla/5.0")
 	// 01:03: the collector has read all the file holds (caught up at
 	// 01:02); nginx still buffers the last 20 hits of 00:55.
@@ -472,7 +476,7 @@ rules:
 				db = testenv.ServerDatabase(d.Server) // a fresh database on the same server
 			}
 			ce := newClockEnv(t, db, yaml, day, alerts.Options{})
-			ce.hits("shop", "/other", 1, day.Add(-time.Hour), "Mozilla/5.0")
+			ce.hits("shop", "/other", 1, day, "Mozilla/5.0") // the site's first hit
 			// A sweep 11 minutes after each hour ends, the collector
 			// caught up a minute before.
 			for at := day.Add(time.Hour + 11*time.Minute); !at.After(next.Add(11 * time.Minute)); at = at.Add(time.Hour) {
@@ -491,6 +495,8 @@ rules:
 		})
 	}
 }
+
+const day = 24 * time.Hour
 
 const silenceYAML = `
 sources: [{path: /x, site: shop}]
@@ -514,7 +520,7 @@ func testNoTrafficOncePerSilence(t *testing.T, d *testenv.Database) {
 	ce.hits("shop", "/p/old", 3, base.Add(-10*24*time.Hour), "Mozilla/5.0")
 	// /checkout: a hit every 10 minutes, but none from 01:00 to 04:00 and
 	// from 06:00 to 07:30.
-	for at := base; at.Before(base.Add(9 * time.Hour)); at = at.Add(10 * time.Minute) {
+	for at := base.Add(-day); at.Before(base.Add(9 * time.Hour)); at = at.Add(10 * time.Minute) {
 		ce.hits("shop", "/p/a", 1, at, "Mozilla/5.0")
 		if at.Hour() >= 1 && at.Hour() < 4 || at.After(base.Add(5*time.Hour+59*time.Minute)) && at.Before(base.Add(7*time.Hour+30*time.Minute)) {
 			continue

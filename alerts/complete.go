@@ -27,9 +27,8 @@ import (
 //   - A window [s, e) is complete when the store's now and the site's
 //     complete-until are both at least e + lateness (the web server's
 //     buffered log writes, the collector's wait for new lines and its record's
-//     refresh), and s is not before the site's collection began (the
-//     earliest record: windows before it were never collected, and are not
-//     evaluated at all).
+//     refresh). Windows before the site's first hit are not evaluated at all
+//     (DataSince: a new install is not "below" for the day before it).
 //
 // A collector that stops, or is killed, holds its sites' windows until it
 // is back; after forgetAfter without a record it is forgotten (a collector
@@ -73,9 +72,11 @@ func known(t time.Time) bool { return t.Unix() > 0 }
 // siteState is what the collectors say of a site at one moment.
 type siteState struct {
 	Site string
-	// Since is when collecting the site began (the earliest record); zero
-	// when no collector ever reported.
-	Since time.Time
+	// DataSince bounds the windows evaluated: the site's first hit when
+	// that is within the rule's lookback; zero when the site has older
+	// hits (no bound). Set by the sweeper (Store.DataSince), not by the
+	// records.
+	DataSince time.Time
 	// CompleteUntil: every line of the site written before it is
 	// committed; zero when the site is complete nowhere.
 	CompleteUntil time.Time
@@ -109,9 +110,6 @@ func siteStateOf(site string, recs []ownerRecord, now time.Time) siteState {
 	for _, r := range recs {
 		if r.Site != site {
 			continue
-		}
-		if known(r.Started) && (st.Since.IsZero() || r.Started.Before(st.Since)) {
-			st.Since = r.Started
 		}
 		if r.CaughtUp.Before(sink.CaughtUpForever) && later(r, last) {
 			last = r
@@ -204,7 +202,7 @@ func (st siteState) horizon(now time.Time, lateness time.Duration) time.Time {
 // at now.
 func (st siteState) complete(start, end, now time.Time, lateness time.Duration) bool {
 	h := st.horizon(now, lateness)
-	return !h.IsZero() && !end.After(h) && !start.Before(st.Since)
+	return !h.IsZero() && !end.After(h) && !start.Before(st.DataSince)
 }
 
 // untilText says how far the site is complete, for logs and dry runs.

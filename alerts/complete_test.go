@@ -28,13 +28,12 @@ func TestSiteStateOf(t *testing.T) {
 		until  time.Time // zero: complete nowhere
 		behind string    // collector of Behind
 		silent time.Time
-		since  time.Time
 	}{
 		{name: "no record: nowhere"},
 		{
 			name:  "one file caught up a minute ago",
 			recs:  []ownerRecord{src(1, "a", ago(48*time.Hour), ago(time.Minute), ago(time.Minute))},
-			until: ago(time.Minute), behind: "a", silent: ago(time.Minute), since: ago(48 * time.Hour),
+			until: ago(time.Minute), behind: "a", silent: ago(time.Minute),
 		},
 		{
 			name: "the collector that ships it decides, not the one waiting",
@@ -42,7 +41,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(3*time.Hour), ago(time.Minute), ago(time.Minute)),
 				src(1, "b", ago(2*time.Hour), ago(time.Minute), epoch),
 			},
-			until: ago(time.Minute), behind: "a", silent: ago(time.Minute), since: ago(3 * time.Hour),
+			until: ago(time.Minute), behind: "a", silent: ago(time.Minute),
 		},
 		{
 			name: "two files: the one behind decides",
@@ -50,7 +49,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(3*time.Hour), ago(time.Minute), ago(time.Minute)),
 				src(2, "b", ago(3*time.Hour), ago(time.Minute), ago(70*time.Minute)),
 			},
-			until: ago(70 * time.Minute), behind: "b", silent: ago(70 * time.Minute), since: ago(3 * time.Hour),
+			until: ago(70 * time.Minute), behind: "b", silent: ago(70 * time.Minute),
 		},
 		{
 			name: "a collector stopped an hour ago holds the site",
@@ -59,7 +58,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(2, "b", ago(3*time.Hour), ago(time.Hour), ago(time.Hour)),
 				site("b", ago(time.Hour)),
 			},
-			until: ago(time.Hour), behind: "b", silent: ago(time.Hour), since: ago(3 * time.Hour),
+			until: ago(time.Hour), behind: "b", silent: ago(time.Hour),
 		},
 		{
 			name: "a finished file is caught up for ever",
@@ -67,7 +66,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(3*time.Hour), ago(2*time.Hour), sink.CaughtUpForever),
 				src(2, "a", ago(2*time.Hour), ago(time.Minute), ago(2*time.Minute)),
 			},
-			until: ago(2 * time.Minute), behind: "a", silent: ago(2 * time.Minute), since: ago(3 * time.Hour),
+			until: ago(2 * time.Minute), behind: "a", silent: ago(2 * time.Minute),
 		},
 		{
 			name: "a collector with no file holding a line yet: its site record",
@@ -75,7 +74,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(30*time.Hour), ago(2*time.Hour), sink.CaughtUpForever),
 				site("a", ago(time.Minute)),
 			},
-			until: ago(time.Minute), behind: "a", silent: ago(time.Minute), since: ago(30 * time.Hour),
+			until: ago(time.Minute), behind: "a", silent: ago(time.Minute),
 		},
 		{
 			name: "a file being read for the first time: nowhere, silent since it began",
@@ -83,7 +82,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(10*time.Minute), ago(time.Minute), epoch),
 				site("a", ago(time.Minute)),
 			},
-			behind: "a", silent: ago(10 * time.Minute), since: ago(10 * time.Minute),
+			behind: "a", silent: ago(10 * time.Minute),
 		},
 		{
 			name: "after an outage the old file still holds the silence's start",
@@ -91,7 +90,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(5*time.Hour), ago(time.Minute), ago(2*time.Hour)),
 				src(2, "a", ago(5*time.Minute), ago(time.Minute), epoch),
 			},
-			behind: "a", silent: ago(2 * time.Hour), since: ago(5 * time.Hour),
+			behind: "a", silent: ago(2 * time.Hour),
 		},
 		{
 			name: "forgotten after a day: nowhere, silent since its last caught_up",
@@ -99,7 +98,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(50*time.Hour), ago(25*time.Hour), ago(26*time.Hour)),
 				site("a", ago(25*time.Hour)),
 			},
-			behind: "a", silent: ago(25 * time.Hour), since: ago(50 * time.Hour),
+			behind: "a", silent: ago(25 * time.Hour),
 		},
 		{
 			name: "forgotten collector, another left: the site is judged by it",
@@ -107,7 +106,7 @@ func TestSiteStateOf(t *testing.T) {
 				src(1, "a", ago(50*time.Hour), ago(25*time.Hour), ago(26*time.Hour)),
 				src(2, "b", ago(50*time.Hour), ago(time.Minute), ago(time.Minute)),
 			},
-			until: ago(time.Minute), behind: "b", silent: ago(time.Minute), since: ago(50 * time.Hour),
+			until: ago(time.Minute), behind: "b", silent: ago(time.Minute),
 		},
 		{
 			name: "another site's records do not count",
@@ -126,16 +125,13 @@ func TestSiteStateOf(t *testing.T) {
 			if !st.Silent.Equal(c.silent) {
 				t.Errorf("silent since %v, want %v", st.Silent, c.silent)
 			}
-			if !st.Since.Equal(c.since) {
-				t.Errorf("collected since %v, want %v", st.Since, c.since)
-			}
 		})
 	}
 }
 
 // A window is complete when the store's now and the site's complete-until
-// are both at least its end plus lateness, and it does not start before
-// collecting began.
+// are both at least its end plus lateness, and it does not start before the
+// site's first hit.
 func TestWindowComplete(t *testing.T) {
 	end := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	start := end.Add(-time.Hour)
@@ -152,12 +148,13 @@ func TestWindowComplete(t *testing.T) {
 		{"collector behind", end.Add(-time.Minute), end.Add(time.Hour), start.Add(-day), false},
 		{"complete nowhere", time.Time{}, end.Add(time.Hour), start.Add(-day), false},
 		{"now before end + lateness (a caught_up ahead of the sweeper's clock)", end.Add(time.Hour), end.Add(9 * time.Minute), start.Add(-day), false},
-		{"collecting began inside the window", end.Add(time.Hour), end.Add(time.Hour), start.Add(time.Minute), false},
-		{"collecting began at its start", end.Add(time.Hour), end.Add(time.Hour), start, true},
+		{"the site's first hit inside the window", end.Add(time.Hour), end.Add(time.Hour), start.Add(time.Minute), false},
+		{"the site's first hit at its start", end.Add(time.Hour), end.Add(time.Hour), start, true},
+		{"older hits: no bound", end.Add(time.Hour), end.Add(time.Hour), time.Time{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			st := siteState{Site: "shop", CompleteUntil: c.until, Since: c.since}
+			st := siteState{Site: "shop", CompleteUntil: c.until, DataSince: c.since}
 			if got := st.complete(start, end, c.now, late); got != c.want {
 				t.Errorf("complete = %v, want %v", got, c.want)
 			}

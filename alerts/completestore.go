@@ -191,6 +191,48 @@ func (s *Store) LastHitDays(ctx context.Context, r *Rule, site string, paths []s
 	return out, nil
 }
 
+// DataSince says when site's data begins, as far as a sweep reading back to
+// lo cares: some is false when the site has no hit at all; since is zero when
+// it has hits from before the (UTC) day of lo, else its first minute with a
+// hit. Cheap: the first query stops at the first older row, the second
+// reads the site's minutes since that day.
+func (s *Store) DataSince(ctx context.Context, site string, lo time.Time) (since time.Time, some bool, err error) {
+	day := lo.UTC().Format("2006-01-02")
+	var older uint64
+	err = s.db.Select(ctx, "SELECT count() FROM (SELECT 1 FROM "+s.dbName+".hits_1d WHERE site = ? AND day < toDate(?) LIMIT 1)", []any{site, day},
+		func(scan func(...any) error) error { return scan(&older) })
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+	}
+	if older > 0 {
+		return time.Time{}, true, nil
+	}
+	var n uint64
+	err = s.db.Select(ctx, "SELECT count(), min(minute) FROM "+s.dbName+".hits_1m WHERE site = ? AND minute >= toDateTime(?)", []any{site, lo.UTC().Truncate(24 * time.Hour).Unix()},
+		func(scan func(...any) error) error { return scan(&n, &since) })
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+	}
+	if n == 0 {
+		return time.Time{}, false, nil
+	}
+	return since, true, nil
+}
+
+// FirstDay is the site's first (UTC) day with a hit: where the silence of
+// a page that never had one begins. It reads the site's whole daily
+// rollup, so it is asked only for such a page.
+func (s *Store) FirstDay(ctx context.Context, site string) (time.Time, error) {
+	var first time.Time
+	var n uint64
+	err := s.db.Select(ctx, "SELECT count(), min(day) FROM "+s.dbName+".hits_1d WHERE site = ?", []any{site},
+		func(scan func(...any) error) error { return scan(&n, &first) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the first day of %s: %w", site, err)
+	}
+	return first, nil
+}
+
 // LastSweep is when the last sweep finished (the store's clock), zero when
 // none did.
 func (s *Store) LastSweep(ctx context.Context) (time.Time, error) {

@@ -204,6 +204,6 @@ func (r *Rule) samples() []sample {
 // file name made of what they may hold.
 func sampleSite() siteState {
 	hostile := samplePaths[2].path
-	return siteState{Site: "www.example.com", CompleteUntil: sampleTime, Since: sampleTime.Add(-day),
+	return siteState{Site: "www.example.com", CompleteUntil: sampleTime,
 		Behind: ownerRecord{Site: "www.example.com", Collector: "0123456789abcdef", Host: "web-1" + hostile, Path: "/var/log/nginx" + hostile, CaughtUp: sampleTime}}
 }
