@@ -29,7 +29,7 @@ func Explain(r config.Rule) string {
 		what += " on " + r.Match.Site
 	}
 	var cond []string
-	if m := r.Match; m.Host != "" || m.Method != "" || m.Status != "" || m.ExcludeBots {
+	if m := r.Match; m.Host != "" || m.Method != "" || m.Status != "" || m.ExcludeBots.Exclude() {
 		if m.Host != "" {
 			cond = append(cond, "host "+m.Host)
 		}
@@ -39,7 +39,9 @@ func Explain(r config.Rule) string {
 		if m.Status != "" {
 			cond = append(cond, "status "+m.Status)
 		}
-		if m.ExcludeBots {
+		if p := m.ExcludeBots.Pattern(); p != "" {
+			cond = append(cond, "user agents matching "+p+" excluded")
+		} else if m.ExcludeBots.Exclude() {
 			cond = append(cond, "bots excluded")
 		}
 	}

@@ -412,7 +412,7 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	}
 	s.o.Metrics.orphaned(orphans)
 	if orphans > 0 {
-		s.o.Logger.Warn("crossings of rules no longer configured are left pending (see the README: Rules removed or renamed)", "crossings", orphans)
+		s.o.Logger.Warn("crossings of rules no longer configured are left pending (see docs/operations.md: Rules removed or renamed)", "crossings", orphans)
 	}
 	var out [][]Row
 	for _, id := range againOrder {
@@ -820,7 +820,7 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		v.SeriesStep = step.String()
 		whole := r.scope == scopeSite && v.Kind == config.KindBelow
 		series, err := retry(ctx, func() ([]Point, error) {
-			return s.store.Series(ctx, r, row.Site, row.Path, whole, v.WindowStart, v.WindowEnd, step)
+			return s.store.series(ctx, r, row.Site, row.Path, whole, v.WindowStart, v.WindowEnd, step)
 		})
 		if err != nil && !permanent(err) {
 			return nil, err

@@ -48,6 +48,8 @@ func TestRuleKinds(t *testing.T) {
 			errs: []string{"rules[0].no_data_after: only below and no_traffic rules take no_data_after"}},
 		{name: "no_data_after of seconds", rule: `{name: a, match: {site: shop}, below: 3, window: 1h, no_data_after: 30s, to: [a@b.c]}`,
 			errs: []string{"rules[0].no_data_after: must be 0 (no notice) or at least 1m"}},
+		{name: "below with a bot pattern of its own", rule: `{name: a, match: {site: shop, exclude_bots: "~(?i)crawler"}, below: 3, window: 1h, to: [a@b.c]}`,
+			errs: []string{"rules[0].match.exclude_bots: a below rule counts from the rollups"}},
 		{name: "a threshold rule still needs a path", rule: `{name: a, match: {site: shop}, threshold: 3, window: 1h, to: [a@b.c]}`,
 			errs: []string{"rules[0].match.path: required"}},
 	}

@@ -315,6 +315,9 @@ func (d *doc) validateSMTP(s *SMTP) {
 		d.addf("smtp.from", "not an email address (%v): %q", err, s.From)
 	}
 	d.duration(s.Timeout, "smtp.timeout", time.Second, 0)
+	if s.CAFile != "" && s.TLS == "none" {
+		d.addf("smtp.ca_file", "goes with tls: starttls or tls (tls is none)")
+	}
 }
 
 // validWindow accepts whole minutes that divide a day, and whole days:
@@ -397,6 +400,17 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	if m.Status != "" && !isStatus(m.Status) {
 		d.addf(mf+".status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
 	}
+	if m.ExcludeBots.Pattern() != "" && r.Window == "lifetime" {
+		// A lifetime count reads the daily rollup, which keeps the built-in
+		// bot mark only; from hits it would read the page's whole history
+		// at every sweep.
+		d.addf(mf+".exclude_bots", "a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)")
+	}
+	if m.ExcludeBots.Pattern() != "" && completeness {
+		// They read a day of windows (or of minutes) at every sweep: from
+		// hits, that is every line of the page or site for a day.
+		d.addf(mf+".exclude_bots", "a %s rule counts from the rollups, which know only the built-in bot pattern: use exclude_bots: true, not a pattern of its own", r.Kind)
+	}
 
 	if r.Threshold < 0 || r.Kind == KindThreshold && r.Threshold == 0 {
 		d.addf(field+".threshold", "must be positive, got %d", r.Threshold)
@@ -435,9 +449,13 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		}
 	}
 	loc, err := time.LoadLocation(r.Timezone)
-	if err != nil || r.Timezone == "" || strings.EqualFold(r.Timezone, "Local") {
+	switch {
+	case strings.EqualFold(r.Timezone, "Local"):
+		// Go loads "Local" fine: it is refused for what it means.
+		d.addf(field+".timezone", "%q is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
+	case err != nil || r.Timezone == "":
 		d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
-	} else {
+	default:
 		r.Location = loc
 	}
 

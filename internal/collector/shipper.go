@@ -296,6 +296,7 @@ func (s *shipper) addLine(b *sink.Batch, h *parser.Hit, line []byte, off int64) 
 // countRead adds a batch's lines to the read/parsed/rejected counters, once,
 // when it leaves the reader (handed off or discarded).
 func (s *shipper) countRead(b *sink.Batch) {
+	s.c.rejected.Add(uint64(b.RejectedLines))
 	if m := s.c.m; m != nil && b.Lines > 0 {
 		m.LinesRead.WithLabelValues(s.src.Site).Add(float64(b.Lines))
 		m.LinesParsed.WithLabelValues(s.src.Site).Add(float64(b.Rows()))
