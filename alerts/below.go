@@ -258,8 +258,12 @@ func (s *Sweeper) below(ctx context.Context, r *Rule, st siteState, now, last ti
 	return ev, nil
 }
 
-// silence evaluates a no_traffic rule: the silence of each page (or of the
-// site) at the end of the site's complete data.
+// silence evaluates a no_traffic rule: every silence of D or more of each
+// page (or of the site) that ends within the lookback, or lasts until the
+// end of the site's complete data. Read per bucket of D (its first and last
+// hit): a gap of D or more between two hits is never inside one bucket, so
+// it lies between two buckets with hits, exactly. A silence that ended
+// while the site was held (a collector down) is found once it is complete.
 func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last time.Time) (evaluation, error) {
 	var ev evaluation
 	loc := r.Window.loc()
@@ -290,16 +294,17 @@ func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last 
 	default:
 		paths = []string{""}
 	}
-	lastHit, err := retry(ctx, func() (map[string]time.Time, error) {
-		return s.store.LastHits(ctx, r, r.Site, paths, whole, lo, h)
+	buckets, err := retry(ctx, func() (map[string][]hitSpan, error) {
+		return s.store.HitSpans(ctx, r, r.Site, paths, whole, lo, h, r.NoTraffic)
 	})
 	if err != nil {
 		return ev, err
 	}
 	// Silent over all the minutes read: the last hit is further back.
+	lastHit := map[string]time.Time{}
 	var older []string
 	for _, p := range paths {
-		if _, ok := lastHit[p]; !ok {
+		if len(buckets[p]) == 0 {
 			older = append(older, p)
 		}
 	}
@@ -332,14 +337,30 @@ func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last 
 		}
 	}
 	silent, waiting := 0, 0
+	fire := func(p string, start time.Time) {
+		silent++
+		ev.rows = append(ev.rows, Row{
+			Crossing: Crossing{Rule: r.Name, Subject: PageSubject(r.Site, p), WindowStart: start.UTC(), Threshold: int64(r.NoTraffic / time.Second)},
+			Kind:     config.KindNoTraffic, Site: r.Site, Path: p,
+			Note: heldNote(start.Add(r.NoTraffic+s.o.Lateness), now, last, st, loc),
+		})
+	}
 	for _, p := range paths {
-		start, ok := lastHit[p]
-		switch {
-		case ok:
-			start = start.Add(time.Minute) // the minute after the last hit
-		case r.scope == scopePattern:
+		spans := buckets[p]
+		var start time.Time
+		if len(spans) > 0 {
+			// Silences that ended within the lookback.
+			for i := 1; i < len(spans); i++ {
+				if gap := spans[i-1].Last.Add(time.Minute); !gap.Add(r.NoTraffic).After(spans[i].First) {
+					fire(p, gap)
+				}
+			}
+			start = spans[len(spans)-1].Last.Add(time.Minute) // the minute after the last hit
+		} else if t, ok := lastHit[p]; ok {
+			start = t.Add(time.Minute)
+		} else if r.scope == scopePattern {
 			continue // active, yet no hit before the horizon: its hits are after it
-		default:
+		} else {
 			// Never a hit: silent since the site's data began.
 			start = st.DataSince
 			if start.IsZero() {
@@ -350,22 +371,17 @@ func (s *Sweeper) silence(ctx context.Context, r *Rule, st siteState, now, last 
 				start = first
 			}
 		}
-		until := start.Add(r.NoTraffic)
-		if until.After(h) {
+		// The silence going on at the horizon.
+		if until := start.Add(r.NoTraffic); until.After(h) {
 			if !until.Add(s.o.Lateness).After(now) {
 				waiting++
 			}
 			continue
 		}
-		silent++
-		ev.rows = append(ev.rows, Row{
-			Crossing: Crossing{Rule: r.Name, Subject: PageSubject(r.Site, p), WindowStart: start.UTC(), Threshold: int64(r.NoTraffic / time.Second)},
-			Kind:     config.KindNoTraffic, Site: r.Site, Path: p,
-			Note: heldNote(until.Add(s.o.Lateness), now, last, st, loc),
-		})
+		fire(p, start)
 	}
 	ev.held = waiting > 0
-	ev.note = fmt.Sprintf("site %s complete until %s; %d page(s) watched, %d silent for %s or more", r.Site, stamp(st.CompleteUntil, loc), len(paths), silent, durationText(r.NoTraffic))
+	ev.note = fmt.Sprintf("site %s complete until %s; %d page(s) watched, %d silence(s) of %s or more", r.Site, stamp(st.CompleteUntil, loc), len(paths), silent, durationText(r.NoTraffic))
 	if ev.held {
 		ev.note = fmt.Sprintf("%s: %d page(s) would be silent for %s if their logs were complete; %s", st.untilText(loc), waiting, durationText(r.NoTraffic), ev.note)
 	}

@@ -307,13 +307,20 @@ rules:
     no_traffic: 30m
     no_data_after: 0
     to: [ops@example.com]
+  - name: cart-silent
+    match: {site: shop, path: /cart}
+    no_traffic: 30m
+    no_data_after: 0
+    to: [ops@example.com]
 `
 
 // A collector stopped for more than an hour: no below and no no_traffic
 // alert for the hours it missed (the rule is held, its gauge 1), and
 // exactly one no-data notice naming the collector and its file. Once it is
 // back and has caught up, the windows it filled are evaluated and fire
-// only if really below, the one that does saying it was held back.
+// only if really below, the one that does saying it was held back; a
+// silence of another page that began and ended during the outage is
+// found too.
 func TestCollectorStoppedForAnHour(t *testing.T) {
 	testenv.EachBackend(t, testCollectorStoppedForAnHour)
 }
@@ -333,6 +340,9 @@ func testCollectorStoppedForAnHour(t *testing.T, d *testenv.Database) {
 				n = 2
 			}
 			ce.hits("shop", "/checkout", n, at, "Mozilla/5.0")
+			if at.Hour() != 3 { // /cart: silent from 02:51 to 04:00
+				ce.hits("shop", "/cart", 1, at, "Mozilla/5.0")
+			}
 		}
 	}
 	const log = "/var/log/nginx/access.log"
@@ -379,12 +389,16 @@ func testCollectorStoppedForAnHour(t *testing.T, d *testenv.Database) {
 	want := []string{
 		"below checkout-low shop/checkout 11-20 03:00 sent",
 		"no_data checkout-low shop 11-20 02:02 sent",
+		"no_traffic cart-silent shop/cart 11-20 02:51 sent",
 	}
 	if got := ce.crossings(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("crossings after the collector caught up:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if mails := ce.mails(); len(mails) != 2 {
-		t.Fatalf("emails: %v, want the notice and the one window really below", mails)
+	if mails := ce.mails(); len(mails) != 3 {
+		t.Fatalf("emails: %v, want the notice, the one window really below and the one silence", mails)
+	}
+	if cart := ce.body("no hits on shop/cart for 30m"); !strings.Contains(cart, "Held back from 2026-11-20 03:31 UTC until 2026-11-20 04:35 UTC") {
+		t.Errorf("the silence found late does not say it was held back:\n%s", cart)
 	}
 	body := ce.body("shop/checkout: 12 hits in 1h, below 50")
 	if !strings.Contains(body, "Held back from 2026-11-20 04:10 UTC until 2026-11-20 04:35 UTC") {
@@ -522,7 +536,7 @@ func testNoTrafficOncePerSilence(t *testing.T, d *testenv.Database) {
 	// from 06:00 to 07:30.
 	for at := base.Add(-day); at.Before(base.Add(9 * time.Hour)); at = at.Add(10 * time.Minute) {
 		ce.hits("shop", "/p/a", 1, at, "Mozilla/5.0")
-		if at.Hour() >= 1 && at.Hour() < 4 || at.After(base.Add(5*time.Hour+59*time.Minute)) && at.Before(base.Add(7*time.Hour+30*time.Minute)) {
+		if !at.Before(base) && at.Hour() >= 1 && at.Hour() < 4 || at.After(base.Add(5*time.Hour+59*time.Minute)) && at.Before(base.Add(7*time.Hour+30*time.Minute)) {
 			continue
 		}
 		ce.hits("shop", "/checkout", 1, at, "Mozilla/5.0")

@@ -154,6 +154,50 @@ func (s *Store) LastHits(ctx context.Context, r *Rule, site string, paths []stri
 	return out, nil
 }
 
+// hitSpan is the first and last minute with a hit in a bucket of time.
+type hitSpan struct {
+	First, Last time.Time
+}
+
+// HitSpans returns, for each path (or, whole, the site under ""), the
+// first and last minute with a hit of each bucket of size (aligned on the
+// epoch) in [from, to) that has one, in order: a silence of size or more
+// lies between two of them, never inside one. Rows: the paths times the
+// buckets of the range, whatever the hits.
+func (s *Store) HitSpans(ctx context.Context, r *Rule, site string, paths []string, whole bool, from, to time.Time, size time.Duration) (map[string][]hitSpan, error) {
+	out := map[string][]hitSpan{}
+	f, fargs := filters(r)
+	bucket := uint64(max(size, time.Minute) / time.Second)
+	run := func(q string, args []any) error {
+		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+			var p string
+			var b uint64
+			var span hitSpan
+			if err := scan(&p, &b, &span.First, &span.Last); err != nil {
+				return err
+			}
+			out[p] = append(out[p], span)
+			return nil
+		})
+	}
+	if whole {
+		q := "SELECT '' AS p, toUInt64(intDiv(toUInt32(minute), ?)) AS b, min(minute), max(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, b ORDER BY p, b"
+		if err := run(q, []any{bucket, site, from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the hits of %s for rule %s: %w", site, r.Name, err)
+		}
+		return out, nil
+	}
+	for _, part := range chunks(paths, maxBound) {
+		q := "SELECT path, toUInt64(intDiv(toUInt32(minute), ?)) AS b, min(minute), max(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, b ORDER BY path, b"
+		if err := run(q, []any{bucket, site, inSet(part), from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the hits of %d pages for rule %s: %w", len(part), r.Name, err)
+		}
+	}
+	return out, nil
+}
+
 // LastHitDays returns, for each path (or, whole, the site under ""), the
 // last UTC day before the day of before with a hit: where to look for the
 // last hit of a page silent for longer than the minutes read.
