@@ -155,8 +155,8 @@ func heldNote(due, now, last time.Time, st siteState, loc *time.Location) string
 	if !last.After(due.Add(heldGrace)) {
 		return ""
 	}
-	return fmt.Sprintf("Held back from %s until %s: the collectors of %s had not committed their logs past its end (now %s).",
-		stamp(due, loc), stamp(now, loc), st.Site, st.untilText(loc))
+	return fmt.Sprintf("Held back from %s until %s: until then the collectors of %s had not committed their logs past its end.",
+		stamp(due, loc), stamp(now, loc), st.Site)
 }
 
 // below evaluates a below rule: every complete window of the lookback.
