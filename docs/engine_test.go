@@ -223,7 +223,7 @@ func checkMaintenance(t *testing.T, ctx context.Context, e *chdb.Engine) {
 		t.Errorf("a removed rule's sent crossing after the page's statement: %q, want sent", got)
 	}
 
-	exec(`INSERT INTO hitcount.crossings
+	exec(`INSERT INTO hitcount.crossings (key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated)
 SELECT key, rule, site, path, window_start, threshold, count, 'detected', toUInt64(toUnixTimestamp(now())) * 1000000000, owner, fencing, 0, message_id, '', now()
 FROM hitcount.crossings WHERE key = 'k-failed' ORDER BY version DESC LIMIT 1`)
 	if got := state("k-failed"); got != "failed" {
