@@ -262,12 +262,21 @@ func (d *doc) validateSources(sources []Source) {
 		if s.Site == "" {
 			d.addf(field+".site", "required: the site name hits are counted under")
 		}
-		if _, err := parser.New(s.Format); err != nil {
+		if s.Format == parser.Auto {
+			// Detected per file by the collector.
+		} else if _, err := parser.New(s.Format); err != nil {
 			if strings.Contains(s.Format, "$") {
 				d.addf(field+".format", "bad log_format string: %v", err)
 			} else {
 				d.addf(field+".format", "unknown format %q (%s, or an nginx log_format string)", s.Format, strings.Join(parser.Formats(), ", "))
 			}
+		}
+		if strings.EqualFold(s.Timezone, "Local") {
+			d.addf(field+".timezone", "Local is the collector's own zone, which need not be the web server's (a container runs in UTC; the collector may read the log on another host): name the zone the server writes its times in, such as Europe/Berlin, or UTC")
+		} else if loc, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" {
+			d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", s.Timezone)
+		} else {
+			s.Location = loc
 		}
 		switch s.StartAt {
 		case "beginning", "end":
