@@ -57,17 +57,17 @@ type Report struct {
 	Directives int64 `json:"directives,omitempty"`
 	// RejectedParseAs is, when many lines are rejected, the format that
 	// accepts most of them (asked of a sample of them).
-	RejectedParseAs *Suggestion `json:"rejected_lines_parse_as,omitempty"`
-	FirstRejects  []Reject       `json:"first_rejects"`
-	TopPaths      [][2]any       `json:"top_paths"`
-	DistinctPaths int            `json:"distinct_paths"`
-	PathsExact    bool           `json:"paths_exact"`
-	Status        map[string]int `json:"status"`
-	FirstTime     string         `json:"first_time,omitempty"`
-	LastTime      string         `json:"last_time,omitempty"`
-	Bytes         int64          `json:"bytes"`
-	Seconds       float64        `json:"seconds"`
-	LinesPerSec   float64        `json:"lines_per_sec"`
+	RejectedParseAs *Suggestion    `json:"rejected_lines_parse_as,omitempty"`
+	FirstRejects    []Reject       `json:"first_rejects"`
+	TopPaths        [][2]any       `json:"top_paths"`
+	DistinctPaths   int            `json:"distinct_paths"`
+	PathsExact      bool           `json:"paths_exact"`
+	Status          map[string]int `json:"status"`
+	FirstTime       string         `json:"first_time,omitempty"`
+	LastTime        string         `json:"last_time,omitempty"`
+	Bytes           int64          `json:"bytes"`
+	Seconds         float64        `json:"seconds"`
+	LinesPerSec     float64        `json:"lines_per_sec"`
 }
 
 // Detection is the detection's verdict: how many lines it looked at and
