@@ -76,7 +76,10 @@ func (c Candidate) String() string {
 // Detection is Detect's verdict.
 type Detection struct {
 	// Format is the format chosen: the candidate that accepts the most
-	// lines; "" when none accepts any (nor takes them all as directives).
+	// lines; "" when none accepts any. Header lines alone choose nothing:
+	// a format may take lines for its headers that are not (Cloud
+	// Storage's CSV header is any line that starts with a letter), and
+	// would then skip them without a reject.
 	Format string
 	// Lines is how many lines were looked at.
 	Lines int
@@ -158,12 +161,21 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 			return b.Fields - a.Fields
 		}
 	})
-	if len(d.Candidates) > 0 {
-		if c := d.Candidates[0]; c.Accepted > 0 || (c.Directives > 0 && c.Rejected == 0) {
-			d.Format = c.Format
-		}
+	if len(d.Candidates) > 0 && d.Candidates[0].Accepted > 0 {
+		d.Format = d.Candidates[0].Format
 	}
 	return d
+}
+
+// HeadersOnly reports whether no format accepts a line but one takes every
+// line for its header lines: a W3C log whose server wrote its header block
+// and no request yet. The lines that follow tell.
+func (d Detection) HeadersOnly() bool {
+	if len(d.Candidates) == 0 {
+		return false
+	}
+	c := d.Candidates[0]
+	return c.Accepted == 0 && c.Rejected == 0 && c.Directives > 0
 }
 
 // fields counts the fields h holds, for Detect's "keeps more" tie-break.

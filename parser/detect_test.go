@@ -40,6 +40,7 @@ func TestDetect(t *testing.T) {
 		{"mostly common, one combined: the majority wins", detLines(detCommon, detCommon, detCommon, detCombined), "common", 3},
 		{"nothing parses", detLines("garbage", "more garbage"), "", 0},
 		{"no lines", nil, "", 0},
+		{"header-like lines alone choose nothing", detLines("#Version: 1.0", "#Fields: date time"), "", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

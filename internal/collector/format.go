@@ -67,6 +67,10 @@ const (
 // taken.
 const headerSearch = 16 << 20
 
+// headersWait: a file with only header lines so far waits this many
+// DetectWaits for a request line before it is detected on what it has.
+const headersWait = 10
+
 // fallbackFormat parses a file with format: auto that no format accepts:
 // its lines become rejects with the reason combined gives, and the watch
 // detects again as lines come.
@@ -231,14 +235,10 @@ func (s *shipper) prepare(ctx context.Context, off int64, line []byte, wake wake
 	}
 	format := s.src.Format
 	if format == parser.Auto {
-		sample, err := s.detectSample(ctx, off, wake)
+		det, err := s.detect(ctx, off, line, headers, wake)
 		if err != nil {
 			return err
 		}
-		if len(sample) == 0 {
-			sample = [][]byte{bytes.Clone(line)}
-		}
-		det := parser.Detect(append(slices.Clone(headers), sample...), s.parserOptions())
 		if det.Format == "" {
 			format = fallbackFormat
 			s.c.log.Warn("no known format parses the first lines of a log file: they are rejected (sampled in the rejects table) until one does",
@@ -279,23 +279,32 @@ func firstReason(d parser.Detection) string {
 	return ""
 }
 
-// detectSample reads the lines from off on for detection: up to
-// detectLines or detectBytes, waiting up to DetectWait for a live file to
-// have that many.
-func (s *shipper) detectSample(ctx context.Context, off int64, wake waker) ([][]byte, error) {
-	deadline := s.c.opts.Now().Add(s.c.opts.DetectWait)
+// detect detects the format of the lines from off on (line is the first),
+// after the header lines before off: on up to detectLines or detectBytes,
+// waiting up to DetectWait for a live file to have that many, and up to
+// headersWait times as long while its lines are only header lines (a W3C
+// log whose server has not logged a request yet).
+func (s *shipper) detect(ctx context.Context, off int64, line []byte, headers [][]byte, wake waker) (parser.Detection, error) {
+	start := s.c.opts.Now()
 	for {
 		sample, full, err := s.readSample(off)
 		if err != nil {
-			return nil, fmt.Errorf("read the lines to detect the format: %w", err)
+			return parser.Detection{}, fmt.Errorf("read the lines to detect the format: %w", err)
 		}
-		left := deadline.Sub(s.c.opts.Now())
-		if full || len(sample) >= detectLines || s.id.Gzip || !s.live || left <= 0 {
-			return sample, nil
+		if len(sample) == 0 {
+			sample = [][]byte{bytes.Clone(line)}
 		}
-		wake.Wait(ctx, min(s.c.opts.Poll, left))
+		det := parser.Detect(append(slices.Clone(headers), sample...), s.parserOptions())
+		waited := s.c.opts.Now().Sub(start)
+		grows := s.live && !s.id.Gzip
+		switch {
+		case grows && det.HeadersOnly() && waited < headersWait*s.c.opts.DetectWait:
+		case !grows || full || len(sample) >= detectLines || waited >= s.c.opts.DetectWait:
+			return det, nil
+		}
+		wake.Wait(ctx, s.c.opts.Poll)
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return parser.Detection{}, ctx.Err()
 		}
 	}
 }
