@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/internal/loggen"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
 )
 
 // The header block in force at an offset is the last run of '#' lines
@@ -117,4 +122,52 @@ func TestFormatWatch(t *testing.T) {
 	if w.run != watchKeep+10 || w.runStart != 0 {
 		t.Errorf("run of %d from %d, want %d from 0", w.run, w.runStart, watchKeep+10)
 	}
+}
+
+// BenchmarkAddLine is the collector's per-line work (parse, the format
+// watch, the batch), against the same without the watch: the watch's cost
+// per line, which must stay a few nanoseconds and no allocation.
+func BenchmarkAddLine(b *testing.B) {
+	g := loggen.New(loggen.Options{Seed: 7})
+	var lines [][]byte
+	for i := range 4096 {
+		l, _ := g.Line(nil, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC).Add(time.Duration(i)*time.Millisecond))
+		lines = append(lines, l)
+	}
+	p, err := parser.New("combined")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &Collector{opts: Options{Now: time.Now}, unshipped: map[*sink.Batch]time.Time{}}
+	s := &shipper{c: c, parser: p, format: "combined", watch: newFormatWatch()}
+	const rows = 4096 // a batch that stays in cache: the difference is the watch, not memory
+	batch := sink.NewBatch(rows)
+	run := func(b *testing.B, add func(bt *sink.Batch, h *parser.Hit, line []byte, off int64)) {
+		b.ReportAllocs()
+		var h parser.Hit
+		var off int64
+		i := 0
+		for b.Loop() {
+			if i%rows == 0 {
+				batch.Reset("www", 1)
+			}
+			l := lines[i&4095]
+			add(batch, &h, l, off)
+			off += int64(len(l))
+			i++
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/line")
+	}
+	b.Run("addLine", func(b *testing.B) { run(b, s.addLine) })
+	b.Run("without-watch", func(b *testing.B) {
+		run(b, func(bt *sink.Batch, h *parser.Hit, line []byte, off int64) {
+			s.markRead(bt)
+			next := off + int64(len(line))
+			if err := p.Parse(line, h); err != nil {
+				bt.AddReject(off, next, err.Error(), line)
+				return
+			}
+			bt.AddLine(h, off, next, line)
+		})
+	})
 }
