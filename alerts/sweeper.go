@@ -390,7 +390,7 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 	}
 	s.o.Metrics.orphaned(orphans)
 	if orphans > 0 {
-		s.o.Logger.Warn("crossings of rules no longer configured are left pending (see the README: Rules removed or renamed)", "crossings", orphans)
+		s.o.Logger.Warn("crossings of rules no longer configured are left pending (see docs/operations.md: Rules removed or renamed)", "crossings", orphans)
 	}
 	var out [][]Row
 	for _, id := range againOrder {

@@ -38,8 +38,8 @@ listen="${HITCOUNT_HTTP_LISTEN:-127.0.0.1:9464}"
 # The sample rules: with the demo's 200 requests/s (about 15% on /pricing,
 # some on /blog/*) both cross within the first sweeps.
 cat >"$data/hitcount.yaml" <<YAML
-# Written by scripts/run.sh; copy it to start your own (see the README's
-# configuration reference). Relative paths are relative to this file.
+# Written by scripts/run.sh; copy it to start your own (see
+# docs/configuration.md). Relative paths are relative to this file.
 embedded:
   path: ./chdb
 sources:

@@ -48,7 +48,7 @@ type MissingPart struct {
 	Name string
 	// Unfetchable: no active replica has it (code 234): it comes only when
 	// a replica that holds it is back, or once the operator has removed
-	// that replica (README, "A replica that does not come back").
+	// that replica (docs/cluster.md, failure modes and the way out).
 	Unfetchable bool
 	Reason      string
 }
@@ -63,12 +63,12 @@ func (e *IncompleteError) Error() string {
 		}
 	}
 	if unfetchable == len(e.Parts) {
-		return fmt.Sprintf("replica of %s lacks %d part(s) no active replica has (%s): a replica holding them is down (README: a replica that does not come back)",
+		return fmt.Sprintf("replica of %s lacks %d part(s) no active replica has (%s): a replica holding them is down (docs/cluster.md, failure modes and the way out)",
 			e.Table, len(e.Parts), strings.Join(names, ", "))
 	}
 	msg := fmt.Sprintf("replica of %s has not fetched %d part(s) yet (%s)", e.Table, len(e.Parts), strings.Join(names, ", "))
 	if e.Active < e.Total {
-		msg += fmt.Sprintf("; %d of %d replicas active: one holding them may be down (README: a replica that does not come back)", e.Active, e.Total)
+		msg += fmt.Sprintf("; %d of %d replicas active: one holding them may be down (docs/cluster.md, failure modes and the way out)", e.Active, e.Total)
 	}
 	return msg
 }

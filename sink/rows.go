@@ -89,7 +89,7 @@ var localRE = regexp.MustCompile(`\b(hits|rejects|sources|ingest_progress|hits_1
 // With several shards the inputs are on every shard and are read through
 // the Distributed tables, which the sink refuses unless this server is
 // listed as local in its cluster (localShard); every sweeper must then list
-// the replicas of one and the same shard (README, Cluster mode), where the
+// the replicas of one and the same shard (docs/cluster.md), where the
 // state lives.
 func (s *Sink) selectSynced(ctx context.Context, q string, args []any, fn func(scan func(dest ...any) error) error) error {
 	shards, tables, err := s.localShard(ctx)

@@ -45,7 +45,7 @@ func (b *Backend) RegisterMetrics(reg prometheus.Registerer) error {
 
 var missingPartsDesc = prometheus.NewDesc("hitcount_replica_missing_parts",
 	"Parts this server's replica of a table lacks and could not fetch at its last check (cluster mode): 0 when complete. "+
-		"A part no active replica has stays until the replica holding it is back or removed (README).",
+		"A part no active replica has stays until the replica holding it is back or removed (docs/cluster.md).",
 	[]string{"table"}, nil)
 
 type replicaCollector struct{ b *Backend }

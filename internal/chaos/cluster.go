@@ -299,7 +299,7 @@ var tableSums = map[string]string{
 func (r *runner) checkCluster(lay Layout) ([]*ReplicaResult, error) {
 	var why []string
 	if r.killedReplica {
-		why = append(why, "README Limits: a 18.16 server killed mid-insert keeps the hits part and can lose a view's")
+		why = append(why, "docs/guarantees.md, Limits: a 18.16 server killed mid-insert keeps the hits part and can lose a view's")
 	}
 	o := CheckOptions{Suffix: "_local", RollupMayLag: len(why) > 0, Why: strings.Join(why, "; ")}
 	var out []*ReplicaResult

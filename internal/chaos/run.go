@@ -614,10 +614,10 @@ func (r *runner) check(lay Layout) (*Report, error) {
 		d = &testenv.Database{Backend: "server", Addr: r.env.Server.Addr(), Name: ServerDatabase, Server: r.env.Server}
 		var why []string
 		if r.res.Ran[ServerKill] > 0 {
-			why = append(why, "README Limits: a 18.16 server killed mid-insert keeps the hits part and can lose a view's")
+			why = append(why, "docs/guarantees.md, Limits: a 18.16 server killed mid-insert keeps the hits part and can lose a view's")
 		}
 		if r.res.Ran[ViewFail] > 0 {
-			why = append(why, "README Limits: on 18.16 a view failing after hits took a batch loses that batch's rollup block (no token to re-send it by)")
+			why = append(why, "docs/guarantees.md, Limits: on 18.16 a view failing after hits took a batch loses that batch's rollup block (no token to re-send it by)")
 		}
 		o = CheckOptions{RollupMayLag: len(why) > 0, Why: strings.Join(why, "; ")}
 	}
