@@ -64,7 +64,7 @@ setsid /usr/sbin/clickhouse-server --config-file="$data/clickhouse/config.xml" >
 pids+=($!)
 
 log="${1:-}"
-format="${2:-combined}"
+format="${2:-auto}"
 if [ -z "$log" ]; then
 	log="$data/demo/access.log"
 	setsid bin/loggen -rate 200 -o "$log" &

@@ -22,7 +22,7 @@ scripts/setup.sh --embedded-only
 data="$root/data"
 mkdir -p "$data"
 log="${1:-}"
-format="${2:-combined}"
+format="${2:-auto}"
 demo=()
 if [ -z "$log" ]; then
 	log="$data/demo/access.log"
