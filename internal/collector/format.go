@@ -529,9 +529,16 @@ func (s *shipper) switchFormat(b *sink.Batch, format string, det parser.Detectio
 	if err != nil {
 		return b, nil // not a format Detect would return
 	}
+	// Every line from the run's first on was rejected (or a directive, or
+	// too long): none the old format accepted is parsed anew. Not again
+	// from where a switch already read (a format that flips back and forth
+	// reads each line at most twice), nor within a batch a previous
+	// process left in flight.
 	cut := s.reader.Offset()
 	if b != nil && b.Lines > 0 && s.watch.run > 0 {
-		cut = min(cut, max(s.watch.runStart, b.First, s.noRecutBefore, s.lastRecut+1))
+		if from := max(s.watch.runStart, b.First); from >= s.noRecutBefore && from > s.lastRecut {
+			cut = from
+		}
 	}
 	from := s.format
 	if cut < s.reader.Offset() {
