@@ -530,10 +530,10 @@ func (s *shipper) switchFormat(b *sink.Batch, format string, det parser.Detectio
 		return b, nil // not a format Detect would return
 	}
 	// Every line from the run's first on was rejected (or a directive, or
-	// too long): none the old format accepted is parsed anew. Not again
-	// from where a switch already read (a format that flips back and forth
-	// reads each line at most twice), nor within a batch a previous
-	// process left in flight.
+	// too long): none the old format accepted is parsed anew. Each switch
+	// reads again only from past where the last one did, so formats that
+	// flip back and forth cannot loop over the same lines; and never
+	// within a batch a previous process left in flight.
 	cut := s.reader.Offset()
 	if b != nil && b.Lines > 0 && s.watch.run > 0 {
 		if from := max(s.watch.runStart, b.First); from >= s.noRecutBefore && from > s.lastRecut {
