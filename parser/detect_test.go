@@ -37,7 +37,7 @@ func TestDetect(t *testing.T) {
 		{"combined with request_time", detLines(detRT, detRT), rtFormat, 2},
 		{"a few bad lines do not change the verdict", detLines(detCombined, "garbage", detCombined, detCombined), "combined", 3},
 		{"one line is detected on what it has", detLines(detVhost), "vhost_combined", 1},
-		{"mostly common, one combined: the majority wins", detLines(detCommon, detCommon, detCommon, detCombined), "common", 3},
+		{"the majority wins", detLines(detVhost, detVhost, detVhost, detJSON), "vhost_combined", 3},
 		{"nothing parses", detLines("garbage", "more garbage"), "", 0},
 		{"no lines", nil, "", 0},
 		{"header-like lines alone choose nothing", detLines("#Version: 1.0", "#Fields: date time"), "", 0},

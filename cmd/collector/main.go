@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,9 +114,14 @@ func runCheckLog(ctx context.Context, path string, opts checklog.Options, stdout
 	}
 	// The report quotes log lines and paths: made safe for the terminal it
 	// is usually read on.
-	js, err := json.Marshal(rep)
+	// Format strings and paths hold <, > and &: kept as they are, not
+	// \u003e, so the report reads like the log.
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	err = enc.Encode(rep)
 	if err == nil {
-		_, err = stdout.Write(append(tableout.EscapeJSON(js), '\n'))
+		_, err = stdout.Write(tableout.EscapeJSON(js.Bytes()))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "collector: %v\n", err)
