@@ -3,6 +3,8 @@ package alerts
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -141,6 +143,8 @@ type SMTPOptions struct {
 	Username string
 	Password string
 	Timeout  time.Duration
+	// RootCAs verify the server's certificate; nil: the system's roots.
+	RootCAs *x509.CertPool
 }
 
 // SMTP sends through an SMTP server with go-mail.
@@ -156,22 +160,9 @@ func (s *SMTP) Send(ctx context.Context, m *Message) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	opts := []gomail.Option{gomail.WithPort(s.opts.Port), gomail.WithTimeout(s.opts.Timeout)}
-	switch s.opts.TLS {
-	case "tls":
-		opts = append(opts, gomail.WithSSL(), gomail.WithTLSPolicy(gomail.TLSMandatory))
-	case "none":
-		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
-	default:
-		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
-	}
-	if s.opts.Username != "" {
-		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
-			gomail.WithUsername(s.opts.Username), gomail.WithPassword(s.opts.Password))
-	}
-	c, err := gomail.NewClient(s.opts.Host, opts...)
+	c, err := s.client()
 	if err != nil {
-		return false, fmt.Errorf("smtp client: %w", err)
+		return false, err
 	}
 	err = c.DialAndSendWithContext(ctx, msg)
 	if msg.IsDelivered() {
@@ -186,6 +177,91 @@ func (s *SMTP) Send(ctx context.Context, m *Message) (bool, error) {
 		return retryable(err), fmt.Errorf("smtp %s:%d: %w", s.opts.Host, s.opts.Port, err)
 	}
 	return false, nil
+}
+
+// client is a go-mail client as the options say: the one Send and Check
+// both use, so that a check tries exactly what a send does.
+func (s *SMTP) client() (*gomail.Client, error) {
+	opts := []gomail.Option{gomail.WithPort(s.opts.Port), gomail.WithTimeout(s.opts.Timeout)}
+	switch s.opts.TLS {
+	case "tls":
+		opts = append(opts, gomail.WithSSL(), gomail.WithTLSPolicy(gomail.TLSMandatory))
+	case "none":
+		opts = append(opts, gomail.WithTLSPolicy(gomail.NoTLS))
+	default:
+		opts = append(opts, gomail.WithTLSPolicy(gomail.TLSMandatory))
+	}
+	if s.opts.RootCAs != nil {
+		opts = append(opts, gomail.WithTLSConfig(&tls.Config{ServerName: s.opts.Host, RootCAs: s.opts.RootCAs, MinVersion: tls.VersionTLS12}))
+	}
+	if s.opts.Username != "" {
+		opts = append(opts, gomail.WithSMTPAuth(gomail.SMTPAuthAutoDiscover),
+			gomail.WithUsername(s.opts.Username), gomail.WithPassword(s.opts.Password))
+	}
+	c, err := gomail.NewClient(s.opts.Host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("smtp client: %w", err)
+	}
+	return c, nil
+}
+
+// Check does what a send does before the message, and stops there: it
+// connects, says EHLO, takes TLS as configured (STARTTLS, or TLS from the
+// start), logs in when a username is set, and quits. No mail is sent. The
+// error says which step failed and why.
+func (s *SMTP) Check(ctx context.Context) (string, error) {
+	c, err := s.client()
+	if err != nil {
+		return "", err
+	}
+	where := fmt.Sprintf("smtp %s:%d", s.opts.Host, s.opts.Port)
+	if err := c.DialWithContext(ctx); err != nil {
+		return "", fmt.Errorf("%s: %s: %w", where, checkStep(err, s.opts), err)
+	}
+	var did []string
+	switch s.opts.TLS {
+	case "tls":
+		did = append(did, "TLS")
+	case "none":
+		did = append(did, "no TLS (tls: none)")
+	default:
+		did = append(did, "STARTTLS")
+	}
+	if s.opts.Username != "" {
+		did = append(did, fmt.Sprintf("logged in as %s", s.opts.Username))
+	} else {
+		did = append(did, "no login (no smtp.username)")
+	}
+	if err := c.Close(); err != nil {
+		return "", fmt.Errorf("%s: QUIT: %w", where, err)
+	}
+	return fmt.Sprintf("%s: connected, %s, quit; no mail sent", where, strings.Join(did, ", ")), nil
+}
+
+// checkStep names the step of a check that err failed, for the operator.
+func checkStep(err error, o SMTPOptions) string {
+	var ne *net.OpError
+	var cerr *tls.CertificateVerificationError
+	var herr x509.HostnameError
+	var uerr x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &cerr) || errors.As(err, &herr) || errors.As(err, &uerr):
+		return "the server's certificate is not trusted (smtp.ca_file names the CA of a private relay)"
+	case errors.As(err, &ne) && ne.Op == "dial":
+		return "cannot connect (check smtp.host and smtp.port, and that the server runs)"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("no answer within smtp.timeout (%v)", o.Timeout)
+	case errors.Is(err, gomail.ErrNoSupportedAuthDiscovered):
+		if o.TLS == "none" {
+			return "no login without TLS: hitcount sends a password in clear (PLAIN, LOGIN) only over TLS, and the server offers no SCRAM-SHA or CRAM-MD5; use tls: starttls or tls, or no smtp.username"
+		}
+		return "the server offers no login mechanism hitcount knows (SCRAM-SHA, NTLM, CRAM-MD5, PLAIN, LOGIN)"
+	case strings.Contains(err.Error(), "STARTTLS") || strings.Contains(err.Error(), "TLS"):
+		return "TLS failed (smtp.tls is " + o.TLS + ")"
+	case strings.Contains(strings.ToLower(err.Error()), "auth"):
+		return fmt.Sprintf("the server refused the login of %s (check smtp.username and the password)", o.Username)
+	}
+	return "failed"
 }
 
 // ErrMaybeSent marks a send whose outcome is unknown: the whole message was

@@ -15,13 +15,17 @@ import (
 
 // Rule is a configured rule, compiled.
 type Rule struct {
-	Name        string
-	Site        string
-	Host        string
-	Method      string
-	StatusLo    uint16 // 0: any status
-	StatusHi    uint16
+	Name     string
+	Site     string
+	Host     string
+	Method   string
+	StatusLo uint16 // 0: any status
+	StatusHi uint16
+	// ExcludeBots leaves out the user agents the schema marks as bots
+	// (sink.BotPattern, the rollups' bot column), or with BotPattern those
+	// it matches (counted from hits: the rollups keep no user agent).
 	ExcludeBots bool
+	BotPattern  string
 	// Thresholds are the counts that make a crossing: the threshold, or every
 	// milestone, ascending.
 	Thresholds []int64
@@ -59,7 +63,7 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 	for i, cr := range rules {
 		r := &Rule{
 			Name: cr.Name, Site: cr.Match.Site, Host: cr.Match.Host, Method: cr.Match.Method,
-			ExcludeBots: cr.Match.ExcludeBots, To: cr.To,
+			ExcludeBots: cr.Match.ExcludeBots.Exclude(), BotPattern: cr.Match.ExcludeBots.Pattern(), To: cr.To,
 			Window: Window{Size: cr.WindowDur, Loc: cr.Location}, WindowName: cr.Window,
 		}
 		if cr.Threshold > 0 {

@@ -195,6 +195,10 @@ type SMTP struct {
 	From string `yaml:"from"`
 	// Timeout bounds one delivery, >= 1s [30s].
 	Timeout Duration `yaml:"timeout"`
+	// CAFile is a PEM file of the certificates that sign the server's, for
+	// a relay whose certificate is not signed by a CA the system trusts;
+	// relative to the config file [the system's roots].
+	CAFile string `yaml:"ca_file"`
 
 	dir string
 }
@@ -237,8 +241,9 @@ type Match struct {
 	Path   string `yaml:"path"`
 	Method string `yaml:"method"`
 	// Status is a class (2xx) or an exact status (404).
-	Status      string `yaml:"status"`
-	ExcludeBots bool   `yaml:"exclude_bots"`
+	Status string `yaml:"status"`
+	// ExcludeBots: false, true (the built-in bot pattern) or "~REGEX".
+	ExcludeBots BotFilter `yaml:"exclude_bots"`
 }
 
 // Load reads, parses, defaults and validates the file at path. The error,

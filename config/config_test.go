@@ -110,7 +110,7 @@ func TestFullFile(t *testing.T) {
 		{"smtp.from", c.SMTP.From, "hitcount <alerts@example.com>"},
 		{"smtp.timeout", c.SMTP.Timeout.Duration, 10 * time.Second},
 		{"outbox", c.Outbox, "spool/outbox"},
-		{"rules[0].match", r[0].Match, Match{Site: "www.example.com", Host: "www.example.com", Path: "/pricing", Method: "GET", Status: "2xx", ExcludeBots: true}},
+		{"rules[0].match", r[0].Match, Match{Site: "www.example.com", Host: "www.example.com", Path: "/pricing", Method: "GET", Status: "2xx", ExcludeBots: "true"}},
 		{"rules[0].threshold", r[0].Threshold, int64(1000)},
 		{"rules[0].window", r[0].WindowDur, 24 * time.Hour},
 		{"rules[0].timezone", r[0].Location.String(), "Europe/Berlin"},
@@ -353,11 +353,29 @@ func TestProblems(t *testing.T) {
 			"t.yaml:7:5: rules[5].window: required: lifetime, or a window such as 5m, 1h, 1d"}},
 		{"match.site unchecked without sources", "rules: [{name: a, match: {site: x, path: /}, threshold: 1, window: 1h, to: [a@b.c]}]\n", nil},
 		{"a source's timezone: Local refused with the reason, a typo", "sources: [{path: /a, site: s, timezone: Local}, {path: /b, site: s, timezone: Europe/Berlinn}]\n", []string{
-			"t.yaml:1:41: sources[0].timezone: Local is the collector's own zone, which need not be the web server's (a container runs in UTC; the collector may read the log on another host): name the zone the server writes its times in, such as Europe/Berlin, or UTC",
+			`t.yaml:1:41: sources[0].timezone: "Local" is refused: it is whatever zone the machine running the collector has (TZ, /etc/localtime), which need not be the one the web server writes its times in (a container runs in UTC; the collector may read the log on another host), and the same line would be stored at another time; name the zone (an IANA name such as Europe/Berlin, or UTC)`,
 			`t.yaml:1:79: sources[1].timezone: unknown time zone "Europe/Berlinn" (use an IANA name such as Europe/Berlin, or UTC)`}},
 		{"format auto and a source's zone", "sources: [{path: /a, site: s, format: auto, timezone: America/New_York}]\n", nil},
+		{"exclude_bots: true, false or ~regex", `rules:
+  - {name: a, match: {path: /, exclude_bots: yes}, threshold: 1, window: 1h, to: [a@b.c]}
+  - {name: b, match: {path: /, exclude_bots: "~(bot"}, threshold: 1, window: 1h, to: [a@b.c]}
+  - {name: c, match: {path: /, exclude_bots: "~"}, threshold: 1, window: 1h, to: [a@b.c]}
+  - {name: d, match: {path: /, exclude_bots: "~(?i)spider"}, threshold: 1, window: lifetime, to: [a@b.c]}
+  - {name: e, match: {path: /, exclude_bots: "~(?i)spider"}, threshold: 1, window: 1h, to: [a@b.c]}
+  - {name: f, match: {path: /, exclude_bots: false}, threshold: 1, window: lifetime, to: [a@b.c]}
+  - {name: g, match: {path: /, exclude_bots: [x]}, threshold: 1, window: 1h, to: [a@b.c]}
+`, []string{
+			`t.yaml:2:46: rules[0].match.exclude_bots: must be true, false, or ~ and a regular expression of user agents to leave out (~(?i)bot|spider), got "yes"`,
+			"t.yaml:3:46: rules[1].match.exclude_bots: bad regex: error parsing regexp: missing closing ): `(bot`",
+			`t.yaml:4:46: rules[2].match.exclude_bots: ~ needs a regular expression after it (~(?i)bot|spider); true leaves out the built-in pattern`,
+			`t.yaml:5:46: rules[3].match.exclude_bots: a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)`,
+			`t.yaml:8:46: rules[6].match.exclude_bots: must be true, false, or ~ and a regular expression of user agents to leave out, got a list`}},
+		{"smtp.ca_file without TLS", "smtp: {host: 127.0.0.1, tls: none, from: a@b.c, ca_file: ca.pem}\n", []string{
+			"t.yaml:1:58: smtp.ca_file: goes with tls: starttls or tls (tls is none)"}},
 		{"timezone Local is machine-dependent", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: Local, to: [a@b.c]}]\n", []string{
-			`t.yaml:1:73: rules[0].timezone: unknown time zone "Local" (use an IANA name such as Europe/Berlin, or UTC)`}},
+			`t.yaml:1:73: rules[0].timezone: "Local" is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)`}},
+		{"timezone local, any case", "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, timezone: local, to: [a@b.c]}]\n", []string{
+			`t.yaml:1:73: rules[0].timezone: "local" is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)`}},
 		{"milestones not increasing, text template", "rules: [{name: a, match: {path: /}, milestones: [1, 1], window: 1h, to: [a@b.c], text: '{{end}}'}]\n", []string{
 			"t.yaml:1:53: rules[0].milestones[1]: milestones must be positive and strictly increasing, got 1",
 			"t.yaml:1:88: rules[0].text: bad template: template: text:1: unexpected {{end}}"}},
@@ -685,5 +703,35 @@ func TestSourceWarnings(t *testing.T) {
 	want := filepath.Join(dir, "t.yaml") + `:3:12: sources[1].path: "logs/acess.log" matches no file now: a typo, or a log the web server has not written yet (the collector keeps looking and logs when it appears)`
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// match.exclude_bots: false, true (the built-in pattern) or ~REGEX (one of
+// the rule's own), as the sweeper reads it.
+func TestExcludeBots(t *testing.T) {
+	cases := []struct {
+		value   string
+		exclude bool
+		pattern string
+	}{
+		{"", false, ""},
+		{"false", false, ""},
+		{"true", true, ""},
+		{`"~(?i)(bot|spider)"`, true, "(?i)(bot|spider)"},
+		{`'~^Mozilla/5\.0 \(compatible; \w+bot'`, true, `^Mozilla/5\.0 \(compatible; \w+bot`},
+	}
+	for _, c := range cases {
+		yaml := "rules: [{name: a, match: {path: /, exclude_bots: " + c.value + "}, threshold: 1, window: 1h, to: [a@b.c]}]\n"
+		if c.value == "" {
+			yaml = "rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]\n"
+		}
+		cfg, err := Parse("t.yaml", []byte(yaml))
+		if err != nil {
+			t.Errorf("%s: %v", c.value, err)
+			continue
+		}
+		if f := cfg.Rules[0].Match.ExcludeBots; f.Exclude() != c.exclude || f.Pattern() != c.pattern {
+			t.Errorf("exclude_bots: %s = %q: exclude %v, pattern %q; want %v, %q", c.value, f, f.Exclude(), f.Pattern(), c.exclude, c.pattern)
+		}
 	}
 }

@@ -346,6 +346,23 @@ func (d *doc) decodeValue(n ast.Node, v reflect.Value, field string) {
 		}
 		v.Set(reflect.ValueOf(Duration{dur}))
 		return
+	case reflect.TypeFor[BotFilter]():
+		if b, ok := n.(*ast.BoolNode); ok {
+			v.Set(reflect.ValueOf(BotFilter(strconv.FormatBool(b.Value))))
+			return
+		}
+		s, ok := scalarText(n)
+		if !ok {
+			d.fail(n, field, "must be true, false, or ~ and a regular expression of user agents to leave out, got "+describe(n))
+			return
+		}
+		f, err := parseBotFilter(s)
+		if err != nil {
+			d.fail(n, field, err.Error())
+			return
+		}
+		v.Set(reflect.ValueOf(f))
+		return
 	case reflect.TypeFor[Size]():
 		s, ok := scalarText(n)
 		if !ok {

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -74,4 +75,39 @@ func ParseSize(s string) (int, error) {
 		return 0, fmt.Errorf("bad size %q (use bytes, or a number with KiB, MiB, GiB)", strings.TrimSpace(s))
 	}
 	return int(n * mult), nil
+}
+
+// BotFilter is a rule's match.exclude_bots as written: "" or "false" counts
+// every user agent; "true" leaves out those the schema's built-in pattern
+// marks as bots (the bot column of the rollups, sink.BotPattern); "~REGEX"
+// leaves out those REGEX matches instead (RE2, as ClickHouse's match()
+// reads it), counted from hits, since the rollups keep only the built-in
+// mark.
+type BotFilter string
+
+// Exclude reports whether some user agents are left out.
+func (f BotFilter) Exclude() bool { return f != "" && f != "false" }
+
+// Pattern is REGEX of "~REGEX"; "" for the built-in pattern or none.
+func (f BotFilter) Pattern() string {
+	re, _ := strings.CutPrefix(string(f), "~")
+	if re == string(f) {
+		return ""
+	}
+	return re
+}
+
+// parseBotFilter reads the scalar text of a string exclude_bots.
+func parseBotFilter(s string) (BotFilter, error) {
+	re, ok := strings.CutPrefix(s, "~")
+	if !ok {
+		return "", fmt.Errorf("must be true, false, or ~ and a regular expression of user agents to leave out (~(?i)bot|spider), got %q", s)
+	}
+	if re == "" {
+		return "", errors.New("~ needs a regular expression after it (~(?i)bot|spider); true leaves out the built-in pattern")
+	}
+	if _, err := regexp.Compile(re); err != nil {
+		return "", fmt.Errorf("bad regex: %v", err)
+	}
+	return BotFilter(s), nil
 }

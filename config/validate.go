@@ -271,11 +271,13 @@ func (d *doc) validateSources(sources []Source) {
 				d.addf(field+".format", "unknown format %q (%s, or an nginx log_format string)", s.Format, strings.Join(parser.Formats(), ", "))
 			}
 		}
-		if strings.EqualFold(s.Timezone, "Local") {
-			d.addf(field+".timezone", "Local is the collector's own zone, which need not be the web server's (a container runs in UTC; the collector may read the log on another host): name the zone the server writes its times in, such as Europe/Berlin, or UTC")
-		} else if loc, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" {
+		switch loc, err := time.LoadLocation(s.Timezone); {
+		case strings.EqualFold(s.Timezone, "Local"):
+			// Go loads "Local" fine: it is refused for what it means.
+			d.addf(field+".timezone", "%q is refused: it is whatever zone the machine running the collector has (TZ, /etc/localtime), which need not be the one the web server writes its times in (a container runs in UTC; the collector may read the log on another host), and the same line would be stored at another time; name the zone (an IANA name such as Europe/Berlin, or UTC)", s.Timezone)
+		case err != nil || s.Timezone == "":
 			d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", s.Timezone)
-		} else {
+		default:
 			s.Location = loc
 		}
 		switch s.StartAt {
@@ -324,6 +326,9 @@ func (d *doc) validateSMTP(s *SMTP) {
 		d.addf("smtp.from", "not an email address (%v): %q", err, s.From)
 	}
 	d.duration(s.Timeout, "smtp.timeout", time.Second, 0)
+	if s.CAFile != "" && s.TLS == "none" {
+		d.addf("smtp.ca_file", "goes with tls: starttls or tls (tls is none)")
+	}
 }
 
 // validWindow accepts whole minutes that divide a day, and whole days:
@@ -397,6 +402,12 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	if m.Status != "" && !isStatus(m.Status) {
 		d.addf(mf+".status", "must be a class such as 2xx or a status such as 404, got %q", m.Status)
 	}
+	if m.ExcludeBots.Pattern() != "" && r.Window == "lifetime" {
+		// A lifetime count reads the daily rollup, which keeps the built-in
+		// bot mark only; from hits it would read the page's whole history
+		// at every sweep.
+		d.addf(mf+".exclude_bots", "a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)")
+	}
 
 	if d.ok(field+".threshold", field+".milestones") {
 		switch {
@@ -431,9 +442,13 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		}
 	}
 	loc, err := time.LoadLocation(r.Timezone)
-	if err != nil || r.Timezone == "" || strings.EqualFold(r.Timezone, "Local") {
+	switch {
+	case strings.EqualFold(r.Timezone, "Local"):
+		// Go loads "Local" fine: it is refused for what it means.
+		d.addf(field+".timezone", "%q is refused: it is whatever zone the machine running the sweeper has (TZ, /etc/localtime), so two sweepers, or one moved to another host, would align the windows differently and record the same crossing under another window start; name the zone (an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
+	case err != nil || r.Timezone == "":
 		d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", r.Timezone)
-	} else {
+	default:
 		r.Location = loc
 	}
 

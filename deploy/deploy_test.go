@@ -16,12 +16,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/hitcount/hitcount/config"
+	"github.com/hitcount/hitcount/internal/backend"
 )
 
 // requireTool returns the path of a command, or skips the test (fails it when
@@ -741,6 +743,10 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		if u.last("Service", "Restart") != "always" || u.last("Service", "RestartSec") != "2" {
 			t.Errorf("%s: Restart=%s RestartSec=%s, want always, 2", name, u.last("Service", "Restart"), u.last("Service", "RestartSec"))
+		}
+		// A refused ClickHouse login exits with backend.ExitLoginRefused.
+		if got, want := u.last("Service", "RestartPreventExitStatus"), strconv.Itoa(backend.ExitLoginRefused); got != want {
+			t.Errorf("%s: RestartPreventExitStatus=%s, want %s (a refused login is not restarted)", name, got, want)
 		}
 	}
 	collector := parseUnit(t, filepath.Join("systemd", "hitcount-collector.service"))

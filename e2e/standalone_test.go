@@ -73,7 +73,7 @@ func copyRepo(t *testing.T, src, dst string) {
 
 // The README's first command, run exactly as written with no argument: it
 // sets up the embedded engine, writes live demo traffic, and the first
-// crossing's .eml file appears in ./outbox within two sweep intervals (30 s
+// crossing's .eml file appears in ./data/demo/outbox within two sweep intervals (30 s
 // each) of the traffic starting. Ctrl-C (SIGINT to its process group, as a
 // terminal sends it) stops it cleanly; afterwards the store holds every demo
 // line once and every sent crossing has its file.
@@ -126,7 +126,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 		t.Fatalf("the demo did not start in 5 min\n%s", logs.String())
 	}
 	const sweepEvery = 30 * time.Second
-	outbox := filepath.Join(repo, "outbox")
+	outbox := filepath.Join(repo, "data", "demo", "outbox")
 	var first time.Duration
 	for deadline := started.Add(2*sweepEvery + 10*time.Second); ; time.Sleep(time.Second) {
 		if files, _ := filepath.Glob(filepath.Join(outbox, "*.eml")); len(files) > 0 {
@@ -161,7 +161,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 
 	// The engine is free now: check the store with the query command.
 	query := func(sql string) string {
-		q := exec.Command(filepath.Join(repo, "bin", "hitcount"), "query", "-config", filepath.Join(repo, "data", "hitcount.yaml"), "-format", "tsv", sql)
+		q := exec.Command(filepath.Join(repo, "bin", "hitcount"), "query", "-config", filepath.Join(repo, "data", "demo", "hitcount.yaml"), "-format", "tsv", sql)
 		out, err := q.Output()
 		if err != nil {
 			t.Fatalf("query %q: %v", sql, err)
@@ -183,7 +183,7 @@ func TestReadmeFirstCommand(t *testing.T) {
 	want := strings.Repeat("\t"+strconv.Itoa(lines), 3)[1:]
 	got := query("SELECT count(), uniqExact(source_id, offset), (SELECT sum(hits) FROM hitcount.hits_1m) FROM hitcount.hits")
 	for restart := 0; got != want && restart < 5; restart++ {
-		again := exec.Command(filepath.Join(repo, "bin", "hitcount"), "run", "-config", filepath.Join(repo, "data", "hitcount.yaml"))
+		again := exec.Command(filepath.Join(repo, "bin", "hitcount"), "run", "-config", filepath.Join(repo, "data", "demo", "hitcount.yaml"))
 		if err := again.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -157,7 +157,9 @@ func (s *Sink) logger() *slog.Logger {
 
 // Connect is Open retried until the server answers or ctx ends: a collector
 // started while ClickHouse is down waits for it (its log files keep the lines)
-// instead of exiting. onRetry, if set, hears about each failed attempt.
+// instead of exiting. onRetry, if set, hears about each failed attempt. A
+// login the server refuses (LoginRefused) is not retried: it is returned at
+// once as a *LoginError, since only an operator can fix it.
 func Connect(ctx context.Context, o Options, onRetry func(err error, wait time.Duration)) (*Sink, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
@@ -167,6 +169,9 @@ func Connect(ctx context.Context, o Options, onRetry func(err error, wait time.D
 		s, err := Open(ctx, o)
 		if err == nil {
 			return s, nil
+		}
+		if LoginRefused(err) {
+			return nil, &LoginError{User: o.Username, Addr: o.Addr, Err: err}
 		}
 		wait := bo.NextBackOff()
 		if onRetry != nil {

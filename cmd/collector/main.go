@@ -24,6 +24,7 @@ import (
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/applog"
 	"github.com/hitcount/hitcount/internal/checklog"
+	"github.com/hitcount/hitcount/internal/service"
 	"github.com/hitcount/hitcount/internal/tableout"
 	"github.com/hitcount/hitcount/parser"
 )
@@ -92,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// systemd or a supervisor must not see a failure.
 			log.Info("collector stopped before it started shipping", "reason", err)
 			return 0
+		}
+		if code, ok := service.StartFailure(err); ok {
+			fmt.Fprintf(stderr, "collector: %v\n", err)
+			return code
 		}
 		log.Error("collector stopped", "err", err)
 		return 1

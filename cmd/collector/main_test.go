@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -180,5 +182,29 @@ func TestCheckLogSaysWhichFormatAccepts(t *testing.T) {
 	}
 	if got := shellQuote(`$remote_addr 'x'`); got != `'$remote_addr '\''x'\'''` {
 		t.Errorf("shellQuote: %s", got)
+	}
+}
+
+// A taken http.listen port fails start-up before the store is even tried
+// (here one that never answers, which start-up would otherwise wait for),
+// naming the key and its place in the file.
+func TestPortInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	yaml := fmt.Sprintf("clickhouse: {addr: [127.0.0.1:1]}\nsources: [{path: /nonexistent/access.log, site: www}]\nhttp: {listen: %q}\n", taken.Addr())
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-config", path}, &stdout, &stderr)
+	want := fmt.Sprintf("collector: %s:3:16: http.listen: %s is in use by another process", path, taken.Addr())
+	if code != 1 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "clickhouse") {
+		t.Errorf("exit %d, stderr %q; want exit 1 with %q before any word of clickhouse", code, stderr.String(), want)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net"
 
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/backend"
@@ -15,6 +16,16 @@ import (
 // until ctx ends.
 func ship(ctx context.Context, cfg *config.Config, log *slog.Logger, migrateOnly bool) error {
 	collector.ApplyMemoryLimit()
+	var ln net.Listener
+	if !migrateOnly {
+		var err error
+		if ln, err = service.Listen(cfg); err != nil {
+			return err
+		}
+		if ln != nil {
+			defer ln.Close() // Run closes it too; this is for the returns before
+		}
+	}
 	b, err := backend.Open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -29,7 +40,7 @@ func ship(ctx context.Context, cfg *config.Config, log *slog.Logger, migrateOnly
 	if err != nil {
 		return err
 	}
-	if err := service.Run(ctx, log, *cfg.HTTP.Listen, reg, c.Ready, service.Part{Name: "collector", Run: c.Run}); err != nil {
+	if err := service.Run(ctx, log, ln, reg, c.Ready, service.Part{Name: "collector", Run: c.Run}); err != nil {
 		return err
 	}
 	log.Info("collector stopped cleanly")

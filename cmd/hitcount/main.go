@@ -129,6 +129,10 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Info("hitcount stopped", "reason", err)
 			return 0
 		}
+		if code, ok := service.StartFailure(err); ok {
+			fmt.Fprintf(stderr, "hitcount run: %v\n", err)
+			return code
+		}
 		log.Error("hitcount stopped", "err", err)
 		return 1
 	}
@@ -139,6 +143,14 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // traffic and the live view, on one store, until ctx ends.
 func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live time.Duration, demo string, demoRate int, stdout io.Writer) error {
 	collector.ApplyMemoryLimit()
+	// First: a port in use fails here, before the engine or the demo start.
+	ln, err := service.Listen(cfg)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer ln.Close() // RunWith closes it too; this is for the returns before
+	}
 	b, err := backend.Open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -162,7 +174,7 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 	}
 	if live > 0 {
 		parts = append(parts, service.Part{Name: "live view", Run: func(ctx context.Context) error {
-			return liveview.Run(ctx, liveview.Options{DB: b, Database: b.Database(), Every: live, Out: stdout})
+			return liveview.Run(ctx, liveview.Options{DB: b, Database: b.Database(), Every: live, Out: stdout, Rejected: col.RejectedLines})
 		}})
 	}
 	ready := func() error { return errors.Join(col.Ready(), sw.Ready()) }
@@ -177,7 +189,7 @@ func standalone(ctx context.Context, cfg *config.Config, log *slog.Logger, live 
 		parts = append(parts, p)
 		log.Info("serving read-only SQL for hitcount query", "socket", queryhttp.SocketPath(cfg.Resolve(cfg.StateDir)))
 	}
-	if err := service.RunWith(ctx, log, *cfg.HTTP.Listen, ops.Handler(reg, ready), parts...); err != nil {
+	if err := service.RunWith(ctx, log, ln, ops.Handler(reg, ready), parts...); err != nil {
 		return err
 	}
 	log.Info("stopped cleanly")

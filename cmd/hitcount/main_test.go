@@ -12,11 +12,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/backend"
 	"github.com/hitcount/hitcount/internal/embedded"
 	"github.com/hitcount/hitcount/internal/loggen"
 	"github.com/hitcount/hitcount/internal/queryhttp"
@@ -151,10 +154,14 @@ func TestDataDirInUse(t *testing.T) {
 	}
 }
 
-// The README's move from the embedded store to a server: export hits with
-// the query command as TSV, load them with clickhouse-client; the server's
-// rollups and committed offsets then match the embedded store's, so a
-// collector pointed at the server resumes where the embedded one stopped.
+// The move from the embedded store to a server (docs/operations.md), as its commands
+// are written: export hits with the query command as TSV; create the schema
+// on the server with `collector -migrate` and the new config (the old one
+// plus a clickhouse section), since loading into a server that has none
+// fails (Code: 81, database hitcount doesn't exist: issue 18); load the
+// file with clickhouse-client. The server's rollups and committed offsets
+// then match the embedded store's, so a collector pointed at the server
+// resumes where the embedded one stopped.
 func TestMoveToServer(t *testing.T) {
 	testenv.Require(t, "clickhouse-client", "/usr/bin/clickhouse-client")
 	emb := testenv.NewDatabase(t, "embedded")
@@ -171,25 +178,42 @@ func TestMoveToServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	// INTO OUTFILE: the engine writes the file itself, however many rows.
+	// 1. Export. INTO OUTFILE: the engine writes the file itself, however
+	// many rows.
 	file := filepath.Join(t.TempDir(), "hits.tsv")
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"query", "-config", configFor(t, emb), "SELECT * FROM hitcount.hits INTO OUTFILE '" + file + "' FORMAT TSVWithNames"},
 		strings.NewReader(""), &stdout, &stderr); code != 0 || stdout.Len() != 0 {
 		t.Fatalf("export: exit %d, %q %s", code, stdout.String(), stderr.String())
 	}
-	export, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer export.Close()
 	srv := testenv.NewDatabase(t, "server")
 	srv.Name = "hitcount"
-	srv.Open(t).Close() // the schema
 	host, port, _ := strings.Cut(srv.Addr, ":")
-	load := exec.Command("clickhouse-client", "--host", host, "--port", port, "--query", "INSERT INTO hitcount.hits FORMAT TSVWithNames")
-	load.Stdin = export
-	if out, err := load.CombinedOutput(); err != nil {
+	load := func() (string, error) {
+		export, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer export.Close()
+		cmd := exec.Command("clickhouse-client", "--host", host, "--port", port, "--query", "INSERT INTO hitcount.hits FORMAT TSVWithNames")
+		cmd.Stdin = export
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// Loaded first, as the steps had it before: refused.
+	if out, err := load(); err == nil || !strings.Contains(out, "Code: 81") {
+		t.Fatalf("load before the schema exists: %v %s; want Code: 81 (the step this test is about)", err, out)
+	}
+	// 2. The schema, with the collector the new config is for.
+	collector := filepath.Join(t.TempDir(), "collector")
+	if out, err := exec.Command("go", "build", "-o", collector, "github.com/hitcount/hitcount/cmd/collector").CombinedOutput(); err != nil {
+		t.Fatalf("build the collector: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(collector, "-migrate", "-config", configFor(t, srv)).CombinedOutput(); err != nil {
+		t.Fatalf("collector -migrate: %v\n%s", err, out)
+	}
+	// 3. Load.
+	if out, err := load(); err != nil {
 		t.Fatalf("load: %v\n%s", err, out)
 	}
 	q := "SELECT count() AS n, sum(cityHash64(path, user_agent, offset)) AS h, (SELECT sum(hits) FROM hitcount.hits_1m) AS r, (SELECT maxMerge(max_offset) FROM hitcount.ingest_progress) AS o FROM hitcount.hits"
@@ -425,5 +449,130 @@ rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c], text:
 	want := path + ":2:82: rules[0].text: rule a: fails on a sample crossing (window 1h, series of one step, path /pricing): "
 	if code != 1 || !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "index out of range: 3") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 with %q", code, stdout.String(), stderr.String(), want)
+	}
+}
+
+// A taken http.listen port fails `hitcount run` before the embedded engine
+// opens (its directory is not even created) or the demo traffic starts,
+// naming the key and its place in the file.
+func TestPortInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hitcount.yaml")
+	yaml := fmt.Sprintf(`embedded: {path: ./chdb}
+sources: [{path: ./demo/access.log, site: demo}]
+http: {listen: %q}
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`, taken.Addr())
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"run", "-config", path, "-demo", filepath.Join(dir, "demo", "access.log")}, strings.NewReader(""), &stdout, &stderr)
+	want := fmt.Sprintf("hitcount run: %s:3:16: http.listen: %s is in use by another process", path, taken.Addr())
+	if code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want exit 1 with %q", code, stderr.String(), want)
+	}
+	for _, p := range []string{"chdb", "demo"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			t.Errorf("%s exists: started before the port was checked", p)
+		}
+	}
+}
+
+// `hitcount run` on a server that refuses its login exits at once with 78
+// and the reason, as the collector and the sweeper do.
+func TestLoginRefusedAtStart(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`clickhouse: {addr: [%q], database: runtest, username: nobody}
+sources: [{path: access.log, site: www}]
+http: {listen: ""}
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`, ch.Addr())), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"run", "-config", cfg}, strings.NewReader(""), &stdout, &stderr)
+	want := fmt.Sprintf(`hitcount run: clickhouse at [%s] refused the login of user "nobody" (UNKNOWN_USER, code 192: Unknown user nobody): check clickhouse.username (nobody), with no password (clickhouse.password_env or password_file gives one), in %s`, ch.Addr(), cfg)
+	if code != backend.ExitLoginRefused || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr.String(), backend.ExitLoginRefused, want)
+	}
+}
+
+// The live view of `hitcount run` counts every rejected line, not the
+// sample the rejects table keeps (at most 100 per batch): 400 bad lines in
+// one batch show as 400, with 100 sampled.
+func TestLiveViewCountsEveryRejectedLine(t *testing.T) {
+	testenv.RequireChdb(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "access.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loggen.New(loggen.Options{Seed: 8, BadEvery: 50}).WriteN(f, 20000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	cfg := filepath.Join(dir, "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`embedded: {path: ./data, library: %s}
+sources: [{path: %s, site: www, start_at: beginning}]
+batch: {rows: 50000, delay: 200ms}
+http: {listen: ""}
+outbox: ./outbox
+rules: [{name: r, match: {path: /pricing}, threshold: 1000000, window: 1h, to: [ops@example.com]}]
+`, testenv.ChdbLibPath(), logPath)), 0o644)
+	job := exec.Command(os.Args[0], "-test.run=^$")
+	job.Env = append(os.Environ(), "HITCOUNT_RUN_ARGS=run -config "+cfg+" -live 500ms")
+	out, err := job.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Stderr = os.Stderr
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		job.Process.Signal(syscall.SIGTERM)
+		job.Wait()
+	}()
+	// Every line once the file is shipped: 400 rejected, however many
+	// batches (each keeps at most 100 samples) the reader cut.
+	want := regexp.MustCompile(`hits 19600( \(\d+/s\))?, rejected lines 400 since start \((\d+) sampled in hitcount\.rejects\)`)
+	lines := make(chan string, 1024)
+	go func() {
+		defer close(lines)
+		for sc := bufio.NewScanner(out); sc.Scan(); {
+			lines <- sc.Text()
+		}
+	}()
+	var last string
+	for deadline := time.After(90 * time.Second); ; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the job ended; last view line %q", last)
+			}
+			if strings.Contains(line, "rejected lines") {
+				last = line
+			}
+			if m := want.FindStringSubmatch(line); m != nil {
+				if n, _ := strconv.Atoi(m[2]); n >= 400 {
+					t.Fatalf("%q: the sample is the whole count; the test did not cut batches as it meant to", line)
+				}
+				t.Logf("live view: %s", line)
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no live view matching %s within 90 s; last: %q", want, last)
+		}
 	}
 }

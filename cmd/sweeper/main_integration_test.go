@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hitcount/hitcount/internal/backend"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -129,5 +130,28 @@ rules:
 	errb.Reset()
 	if code := run(ctx, []string{"-config", km, "-once"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "keepermap needs ClickHouse >= 23") {
 		t.Fatalf("keepermap on 18.16: exit %d, stderr %s", code, errb.String())
+	}
+}
+
+// A login the server refuses at start-up (here: a password for the default
+// user, who has none) ends the sweeper at once with exit 78 and a message
+// naming it, instead of waiting for the server for ever.
+func TestLoginRefusedAtStart(t *testing.T) {
+	ch := testenv.ClickHouse(t)
+	cfg := filepath.Join(t.TempDir(), "hitcount.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`clickhouse: {addr: [%q], database: sweeptest, password_env: HITCOUNT_TEST_CH_PW}
+http: {listen: ""}
+rules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]
+`, ch.Addr())), 0o644)
+	t.Setenv("HITCOUNT_TEST_CH_PW", "not-the-password")
+	for _, args := range [][]string{{"-config", cfg}, {"-config", cfg, "-once"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var stdout, stderr bytes.Buffer
+		code := run(ctx, args, &stdout, &stderr)
+		cancel()
+		want := fmt.Sprintf(`sweeper: clickhouse at [%s] refused the login of user "default" (WRONG_PASSWORD, code 193: Wrong password for user default): check clickhouse.username (default) and the password in $HITCOUNT_TEST_CH_PW`, ch.Addr())
+		if code != backend.ExitLoginRefused || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d with %q", args, code, stderr.String(), backend.ExitLoginRefused, want)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,5 +91,29 @@ rules:
 		if code != 1 || !strings.Contains(stderr.String(), want) || strings.Contains(stdout.String(), "ok") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 with %q", args, code, stdout.String(), stderr.String(), want)
 		}
+	}
+}
+
+// A taken http.listen port fails start-up before the store is even tried
+// (here one that never answers, which start-up would otherwise wait for),
+// naming the key and its place in the file.
+func TestPortInUse(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	path := filepath.Join(t.TempDir(), "hitcount.yaml")
+	yaml := fmt.Sprintf("clickhouse: {addr: [127.0.0.1:1]}\nrules: [{name: a, match: {path: /}, threshold: 1, window: 1h, to: [a@b.c]}]\nhttp: {listen: %q}\n", taken.Addr())
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-config", path}, &stdout, &stderr)
+	want := fmt.Sprintf("sweeper: %s:3:16: http.listen: %s is in use by another process", path, taken.Addr())
+	if code != 1 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "clickhouse") {
+		t.Errorf("exit %d, stderr %q; want exit 1 with %q before any word of clickhouse", code, stderr.String(), want)
 	}
 }

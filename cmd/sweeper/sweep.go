@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 
 	"github.com/hitcount/hitcount/config"
@@ -19,6 +20,16 @@ type mode struct {
 
 // sweep opens the configured store and sweeps once or on its schedule.
 func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) error {
+	var ln net.Listener
+	if !m.once {
+		var err error
+		if ln, err = service.Listen(cfg); err != nil {
+			return err
+		}
+		if ln != nil {
+			defer ln.Close() // Run closes it too; this is for the returns before
+		}
+	}
 	b, err := backend.Open(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -37,5 +48,5 @@ func sweep(ctx context.Context, cfg *config.Config, log *slog.Logger, m mode) er
 	if os.Getenv(noElectorEnv) == "1" { // a test hook, see testhook.go
 		run = sweepWithoutElector(s, cfg.Sweep.Every.Duration, log)
 	}
-	return service.Run(ctx, log, *cfg.HTTP.Listen, reg, s.Ready, service.Part{Name: "sweeper", Run: run})
+	return service.Run(ctx, log, ln, reg, s.Ready, service.Part{Name: "sweeper", Run: run})
 }

@@ -96,6 +96,12 @@ func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Backend, 
 	s, err := sink.Connect(ctx, opts, func(err error, wait time.Duration) {
 		log.Warn("clickhouse not reachable yet; retrying", "err", err, "retry_in", wait)
 	})
+	if le := (*sink.LoginError)(nil); errors.As(err, &le) {
+		// Fatal at start: retrying cannot succeed, and a process that waits
+		// for ever looks healthy to its supervisor while it ships nothing.
+		// (Once running, a refused login is retried: see the collector.)
+		return nil, &LoginError{Err: le, Hint: passwordHint(cfg)}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,4 +191,43 @@ func ServerOptions(cfg *config.Config) (sink.Options, error) {
 		o.TLS = t
 	}
 	return o, nil
+}
+
+// LoginError is the server refusing the configured login at start-up: the
+// commands exit with ExitLoginRefused and this message instead of waiting.
+type LoginError struct {
+	Err  *sink.LoginError
+	Hint string // what in the config to check
+}
+
+func (e *LoginError) Error() string {
+	return e.Err.Error() + ": check " + e.Hint + " (not retried: it stays refused until the password or the server's users change)"
+}
+
+func (e *LoginError) Unwrap() error { return e.Err }
+
+// ExitLoginRefused is the exit status of a command whose ClickHouse login
+// was refused at start: EX_CONFIG of sysexits.h, which the systemd units
+// name in RestartPreventExitStatus, so that a wrong password stops the
+// unit, with this reason in its journal, instead of restarting it every
+// few seconds.
+const ExitLoginRefused = 78
+
+// passwordHint names where the configured login comes from.
+func passwordHint(cfg *config.Config) string {
+	ch := cfg.ClickHouse
+	user := ch.Username
+	if user == "" {
+		user = "default"
+	}
+	where := fmt.Sprintf("clickhouse.username (%s)", user)
+	switch {
+	case ch.PasswordEnv != "":
+		where += fmt.Sprintf(" and the password in $%s (clickhouse.password_env)", ch.PasswordEnv)
+	case ch.PasswordFile != "":
+		where += fmt.Sprintf(" and the password in %s (clickhouse.password_file)", cfg.Resolve(ch.PasswordFile))
+	default:
+		where += ", with no password (clickhouse.password_env or password_file gives one),"
+	}
+	return where + " in " + cfg.File
 }

@@ -55,6 +55,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := os.MkdirAll(dataPath, 0o700); err != nil {
 		return nil, fmt.Errorf("open engine: %w", err)
 	}
+	// A directory another process serves is refused here, before
+	// connecting: the engine refuses it too, but says so on stderr ("Code:
+	// 76 ... Cannot lock file .../status"), noise under the answer of a
+	// `hitcount query` that then asks the running job instead.
+	if locked, note := statusLocked(dataPath); locked && !heldInProcess(dataPath) {
+		return nil, fmt.Errorf("open engine: %w: %s%s", ErrDataDirLocked, dataPath, note)
+	}
 	args := append([]string{"clickhouse", "--path=" + dataPath}, opts.ExtraArgs...)
 
 	signals := snapshotSignals()

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,12 +250,19 @@ func TestSecondProcessRefused(t *testing.T) {
 		t.Fatalf("helper did not open %s within 30s", dir)
 	}
 
-	_, err = chdb.Open(context.Background(), chdb.Options{LibPath: lib, DataPath: dir})
+	// The refusal is the error alone: nothing from the engine on stderr,
+	// where `hitcount query` would print it above the running job's answer.
+	noise := stderrOf(t, func() {
+		_, err = chdb.Open(context.Background(), chdb.Options{LibPath: lib, DataPath: dir})
+	})
 	if !errors.Is(err, chdb.ErrDataDirLocked) {
 		t.Fatalf("got %v, want ErrDataDirLocked", err)
 	}
 	if !strings.Contains(err.Error(), dir) {
 		t.Errorf("%q does not name the directory", err)
+	}
+	if noise != "" {
+		t.Errorf("the refusal printed on stderr: %q", noise)
 	}
 
 	// Once the holder is gone the directory, with its data, is ours.
@@ -303,4 +311,32 @@ func perm(t *testing.T, p string) os.FileMode {
 		t.Fatal(err)
 	}
 	return st.Mode().Perm()
+}
+
+// stderrOf runs fn with the process's stderr (fd 2, where the engine
+// writes) sent to a file, and returns what was written there.
+func stderrOf(t *testing.T, fn func()) string {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Dup3(int(f.Fd()), 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	fn()
+	if err := syscall.Dup3(saved, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(saved)
+	data, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -66,3 +66,21 @@ func openDataDirInProcess(dir string) string {
 	}
 	return ""
 }
+
+// heldInProcess reports whether this process has the engine open on dir:
+// its status file is among this process's open files (a second Open on the
+// same directory in one process shares the engine). Linux only; false when
+// unknown, which costs only the engine's own message on a refusal.
+func heldInProcess(dir string) bool {
+	status := filepath.Join(dir, "status")
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && target == status {
+			return true
+		}
+	}
+	return false
+}

@@ -159,6 +159,9 @@ type Collector struct {
 	opts Options
 	log  *slog.Logger
 	m    *Metrics
+	// rejected counts the lines that did not parse since New, every one
+	// (the rejects table keeps a sample): for the live view.
+	rejected atomic.Uint64
 
 	// free holds the batches not in use: taking one is the permission to read
 	// more, so memory is bounded by MaxPending batches whatever the backlog.
@@ -188,6 +191,7 @@ type Collector struct {
 	dedup     bool        // the store drops an identical re-insert (see Inserter.Deduplicates)
 	watcher   fileWatcher // wakes idle files on change; nil: poll only (set by Run)
 	ready     bool
+	storeErr  error                     // why the store failed last, while not ready (Ready)
 	unshipped map[*sink.Batch]time.Time // batches read and not yet committed, by read time
 	own       *ownership                // which collector ships each file (owners.go)
 }
@@ -251,6 +255,13 @@ func (c *Collector) Ready() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ready {
+		if c.storeErr != nil {
+			// Why, for an operator reading /readyz: a refused login above all.
+			if sink.LoginRefused(c.storeErr) {
+				return fmt.Errorf("clickhouse refuses the login: %w", c.storeErr)
+			}
+			return fmt.Errorf("the store does not answer: %w", c.storeErr)
+		}
 		return errors.New("not connected to the store, or offsets not loaded yet")
 	}
 	return c.own.problem()
@@ -265,6 +276,9 @@ type replicaChecker interface {
 func (c *Collector) setReady(ok bool) {
 	c.mu.Lock()
 	c.ready = ok
+	if ok {
+		c.storeErr = nil
+	}
 	c.mu.Unlock()
 	if c.m != nil {
 		c.m.ClickHouseUp.Set(map[bool]float64{true: 1, false: 0}[ok])
@@ -352,9 +366,9 @@ func (c *Collector) loadCommitted(ctx context.Context) error {
 			c.setReady(true)
 			return nil
 		}
-		c.setReady(false)
+		c.storeFailed(err)
 		wait := bo.NextBackOff()
-		c.log.Warn("cannot read committed offsets; retrying", "err", err, "retry_in", wait)
+		c.logStoreErr("cannot read committed offsets; retrying", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("load committed offsets: %w", ctx.Err())
@@ -527,9 +541,9 @@ func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...ui
 		if ctx.Err() != nil {
 			return 0, false, ctx.Err() // stopping: not the store's fault
 		}
-		c.setReady(false)
+		c.storeFailed(err)
 		wait := bo.NextBackOff()
-		c.log.Warn("cannot learn what the store committed yet; retrying", "source_id", source, "err", err, "retry_in", wait)
+		c.logStoreErr("cannot learn what the store committed yet; retrying", err, "source_id", source, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
@@ -560,3 +574,30 @@ func ApplyMemoryLimit() {
 		debug.SetMemoryLimit(MemoryLimit)
 	}
 }
+
+// storeFailed marks the collector not ready because of err, which Ready
+// then gives as the reason.
+func (c *Collector) storeFailed(err error) {
+	c.setReady(false)
+	c.mu.Lock()
+	c.storeErr = err
+	c.mu.Unlock()
+}
+
+// logStoreErr logs a failed call to the store that is retried. A login the
+// server refuses is retried too, once running (the password may be being
+// rotated, and the log files keep the lines meanwhile), but at error level
+// and named as such: it does not pass by itself, unlike a server restarting.
+// At start-up it is fatal instead (backend.Open).
+func (c *Collector) logStoreErr(msg string, err error, args ...any) {
+	if sink.LoginRefused(err) {
+		c.log.Error("clickhouse refuses the login (check the password and the server's users); "+msg, append(args, "err", err)...)
+		return
+	}
+	c.log.Warn(msg, append(args, "err", err)...)
+}
+
+// RejectedLines is how many lines did not parse since the collector was
+// made: every one, where the rejects table keeps at most a sample of each
+// batch's (100).
+func (c *Collector) RejectedLines() uint64 { return c.rejected.Load() }

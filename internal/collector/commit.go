@@ -151,16 +151,16 @@ func (s *shipper) deliver(ctx, insertCtx context.Context, b *sink.Batch, d *deli
 		if sink.Permanent(err) {
 			return s.refused(ctx, insertCtx, b, err, d)
 		}
-		s.c.setReady(false)
+		s.c.storeFailed(err)
 		wait := bo.NextBackOff()
 		// A renewed batch may be taken without deduplication (see
 		// sink.Batch.Renew): settled from the tables, as where the store
 		// keeps repeated blocks, and verified at the end.
 		identical := s.c.dedup && !b.Renewed()
 		if identical {
-			s.c.log.Warn("insert failed; sending the identical batch again", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+			s.c.logStoreErr("insert failed; sending the identical batch again", err, "path", s.path, "batch", b.ID(), "retry_in", wait)
 		} else {
-			s.c.log.Warn("insert failed; its outcome is unknown until the store settles", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+			s.c.logStoreErr("insert failed; its outcome is unknown until the store settles", err, "path", s.path, "batch", b.ID(), "retry_in", wait)
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return err
@@ -290,9 +290,9 @@ func (s *shipper) settleBatch(ctx context.Context, b *sink.Batch, d *delivery, b
 			s.c.log.Warn("cannot verify what the store holds of an acknowledged batch while its replica lacks parts; taken as stored", "path", s.path, "batch", b.ID(), "err", err)
 			return true, nil
 		}
-		s.c.setReady(false)
+		s.c.storeFailed(err)
 		wait := bo.NextBackOff()
-		s.c.log.Warn("cannot learn what the store holds of the batch yet; retrying", "path", s.path, "batch", b.ID(), "err", err, "retry_in", wait)
+		s.c.logStoreErr("cannot learn what the store holds of the batch yet; retrying", err, "path", s.path, "batch", b.ID(), "retry_in", wait)
 		if err := sleep(ctx, wait); err != nil {
 			return false, err
 		}
@@ -329,7 +329,7 @@ func (s *shipper) markProgress(ctx, insertCtx context.Context, b *sink.Batch) er
 		if err == nil {
 			return nil
 		}
-		s.c.log.Warn("cannot record the committed offset of a settled batch; retrying", "path", s.path, "batch", b.ID(), "err", err)
+		s.c.logStoreErr("cannot record the committed offset of a settled batch; retrying", err, "path", s.path, "batch", b.ID())
 		if err := sleep(ctx, bo.NextBackOff()); err != nil {
 			return err
 		}

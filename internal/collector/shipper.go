@@ -364,6 +364,7 @@ func (s *shipper) notParsed(b *sink.Batch, line []byte, off, next int64, err err
 // countRead adds a batch's lines to the read/parsed/rejected counters, once,
 // when it leaves the reader (handed off or discarded).
 func (s *shipper) countRead(b *sink.Batch) {
+	s.c.rejected.Add(uint64(b.RejectedLines))
 	if m := s.c.m; m != nil && b.Lines > 0 {
 		m.LinesRead.WithLabelValues(s.src.Site).Add(float64(b.Lines))
 		m.LinesParsed.WithLabelValues(s.src.Site).Add(float64(b.Rows()))

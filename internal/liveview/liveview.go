@@ -22,6 +22,11 @@ type Options struct {
 	Every    time.Duration
 	Top      int
 	Out      io.Writer
+	// Rejected is how many lines did not parse since the job started
+	// (collector.RejectedLines). The store cannot say: its rejects table
+	// keeps a sample, at most 100 lines per batch. Nil: the view shows the
+	// sample's size, as such.
+	Rejected func() uint64
 }
 
 // Run prints a view every o.Every until ctx ends. A failed query is printed
@@ -64,9 +69,13 @@ func render(ctx context.Context, b *strings.Builder, o Options, now time.Time, l
 	if err != nil {
 		return err
 	}
-	rejected, err := one(ctx, o.DB, "SELECT count() FROM "+db+".rejects")
+	sampled, err := one(ctx, o.DB, "SELECT count() FROM "+db+".rejects")
 	if err != nil {
 		return err
+	}
+	rejected := fmt.Sprintf("rejected lines: %d sampled in %s.rejects", sampled, db)
+	if o.Rejected != nil {
+		rejected = fmt.Sprintf("rejected lines %d since start (%d sampled in %s.rejects)", o.Rejected(), sampled, db)
 	}
 	rate := ""
 	if !lastAt.IsZero() {
@@ -89,7 +98,7 @@ func render(ctx context.Context, b *strings.Builder, o Options, now time.Time, l
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(b, "\n[%s] hits %d%s, rejected lines %d, crossings sent %d, waiting %d, failed %d\n", now.Format(time.TimeOnly),
+	fmt.Fprintf(b, "\n[%s] hits %d%s, %s, crossings sent %d, waiting %d, failed %d\n", now.Format(time.TimeOnly),
 		hits, rate, rejected, states[alerts.StateSent], states[alerts.StateDetected]+states[alerts.StateClaimed], states[alerts.StateFailed])
 	var rows [][]string
 	err = o.DB.Select(ctx, "SELECT site, path, sum(hits) AS h FROM "+db+".hits_1d GROUP BY site, path ORDER BY h DESC, path LIMIT ?", []any{o.Top},

@@ -71,3 +71,30 @@ func assertTerminalSafe(t *testing.T, s string) {
 		}
 	}
 }
+
+// The rejected lines shown are every line that did not parse, from the
+// collector, with the rejects table's sample beside it: never the sample's
+// size as the count (issue 18: 222 shown, 322 rejected).
+func TestRenderRejectedLines(t *testing.T) {
+	cases := []struct {
+		name     string
+		rejected func() uint64
+		want     string
+	}{
+		{"the collector's count", func() uint64 { return 322 }, "rejected lines 322 since start (42 sampled in hc.rejects)"},
+		{"without a collector, the sample said as such", nil, "rejected lines: 42 sampled in hc.rejects"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b strings.Builder
+			var last uint64
+			var lastAt time.Time
+			if err := render(context.Background(), &b, Options{DB: fakeDB{}, Database: "hc", Top: 5, Rejected: c.rejected}, time.Now(), &last, &lastAt); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), "hits 42, "+c.want+", crossings sent 0") {
+				t.Errorf("view %q lacks %q", b.String(), c.want)
+			}
+		})
+	}
+}

@@ -61,7 +61,13 @@ func Serve(ctx context.Context, addr string, h http.Handler) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", addr, err)
 	}
-	if host, _, err := net.SplitHostPort(addr); err == nil && LoopbackHost(host) {
+	return ServeOn(ctx, ln, h)
+}
+
+// ServeOn is Serve on a listener opened beforehand (so that a port in use
+// fails before anything else starts); it closes ln.
+func ServeOn(ctx context.Context, ln net.Listener, h http.Handler) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
 		h = loopbackOnly(h)
 	}
 	return ServeListener(ctx, ln, h)

@@ -26,7 +26,7 @@ func TestRun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
-			err := RunWith(ctx, log, "", nil, c.parts...)
+			err := RunWith(ctx, log, nil, nil, c.parts...)
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Errorf("got %v, want %q", err, c.want)
 			}

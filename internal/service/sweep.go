@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -239,10 +240,44 @@ func newSender(cfg *config.Config) (alerts.Sender, string, error) {
 	if cfg.SMTP == nil {
 		return alerts.Outbox{Dir: cfg.Resolve(cfg.Outbox)}, "hitcount <hitcount@localhost>", nil
 	}
-	pw, err := cfg.SMTP.Password()
+	s, err := newSMTP(cfg)
 	if err != nil {
 		return nil, "", err
 	}
-	return alerts.NewSMTP(alerts.SMTPOptions{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, TLS: cfg.SMTP.TLS,
-		Username: cfg.SMTP.Username, Password: pw.Reveal(), Timeout: cfg.SMTP.Timeout.Duration}), cfg.SMTP.From, nil
+	return s, cfg.SMTP.From, nil
+}
+
+// newSMTP is the SMTP sender of the smtp section.
+func newSMTP(cfg *config.Config) (*alerts.SMTP, error) {
+	pw, err := cfg.SMTP.Password()
+	if err != nil {
+		return nil, err
+	}
+	o := alerts.SMTPOptions{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, TLS: cfg.SMTP.TLS,
+		Username: cfg.SMTP.Username, Password: pw.Reveal(), Timeout: cfg.SMTP.Timeout.Duration}
+	if cfg.SMTP.CAFile != "" {
+		pem, err := os.ReadFile(cfg.Resolve(cfg.SMTP.CAFile))
+		if err != nil {
+			return nil, fmt.Errorf("smtp.ca_file: %w", err)
+		}
+		o.RootCAs = x509.NewCertPool()
+		if !o.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("smtp.ca_file %s: no certificate in it", cfg.SMTP.CAFile)
+		}
+	}
+	return alerts.NewSMTP(o), nil
+}
+
+// CheckSMTP tries the smtp section's server as a send would, without
+// sending: connect, TLS as configured, login, quit (alerts.SMTP.Check). It
+// returns what it did, or why it failed.
+func CheckSMTP(ctx context.Context, cfg *config.Config) (string, error) {
+	if cfg.SMTP == nil {
+		return "", fmt.Errorf("no smtp section to try: crossings are written as .eml files to %s", cfg.Resolve(cfg.Outbox))
+	}
+	s, err := newSMTP(cfg)
+	if err != nil {
+		return "", err
+	}
+	return s.Check(ctx)
 }
