@@ -151,3 +151,15 @@ func TestSplitLines(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDetect is the cost of one detection (a file's first 200 lines
+// against every format), paid once per file opened with format: auto.
+func BenchmarkDetect(b *testing.B) {
+	ls := benchLines("combined", 200)
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Detect(ls, Options{}); d.Format != "combined" {
+			b.Fatal(d.Summary(5))
+		}
+	}
+}
