@@ -17,7 +17,9 @@ var named = map[string]string{
 }
 
 // Formats lists the names New accepts besides a log_format string.
-func Formats() []string { return []string{"combined", "common", "vhost_combined", "json"} }
+func Formats() []string {
+	return append([]string{"combined", "common", "vhost_combined", "json"}, serverFormatNames()...)
+}
 
 type field uint8
 
@@ -108,6 +110,9 @@ type Parser struct {
 	// custom parses the line for a format the token model cannot express
 	// (nested JSON, a header that names the columns); nil for token formats.
 	custom func(p *Parser, line []byte, h *Hit) error
+	// srv is the column list of a format whose header lines name them (w3c,
+	// cloudfront, gcs: servers.go); nil for the others.
+	srv *columns
 
 	// The last time field and what it parsed to: consecutive lines mostly share
 	// their second, and this turns the date arithmetic into one comparison.
@@ -138,6 +143,9 @@ func NewWith(format string, opts Options) (*Parser, error) {
 }
 
 func newParser(format string) (*Parser, error) {
+	if p := newServerParser(format); p != nil {
+		return p, nil
+	}
 	if format == "json" {
 		return &Parser{format: format, json: true}, nil
 	}

@@ -1,0 +1,98 @@
+package parser
+
+// Traefik's access log in its default "common" format
+// (https://doc.traefik.io/traefik/observability/access-logs/): combined plus
+// three fields of its own and the duration,
+//
+//	<client> - <user> [<time>] "<method> <path> <protocol>" <status> <size> "<referer>" "<user agent>" <requests since start> "<router>" "<server URL>" <duration>ms
+//
+// Traefik writes "-" for a status or size it does not have (a request that
+// never reached a server); the router and server URL have no place in a Hit.
+
+func parseTraefik(p *Parser, line []byte, h *Hit) error {
+	c := cursor{line: line}
+	v, err := c.word("remote_addr")
+	if err != nil {
+		return err
+	}
+	h.RemoteAddr = v
+	if _, err := c.word("ident"); err != nil {
+		return err
+	}
+	if v, err = c.word("remote_user"); err != nil {
+		return err
+	}
+	if !dash(v) {
+		h.RemoteUser = v
+	}
+	at := c.pos
+	if v, err = c.bracketed("time"); err != nil {
+		return err
+	}
+	if err := p.setTimeStored(fTime, v, h); err != nil {
+		return withColumn(err, "time", at+1)
+	}
+	if v, err = c.quoted(p, "request"); err != nil {
+		return err
+	}
+	splitRequest(v, h)
+	at = c.pos
+	if v, err = c.word("status"); err != nil {
+		return err
+	}
+	if err := setStatus(v, h); err != nil {
+		return withColumn(err, "status", at)
+	}
+	at = c.pos
+	if v, err = c.word("size"); err != nil {
+		return err
+	}
+	if err := setBytes(v, h); err != nil {
+		return withColumn(err, "size", at)
+	}
+	if v, err = c.quoted(p, "referer"); err != nil {
+		return err
+	}
+	if len(v) > 0 && !dash(v) {
+		h.Referer = v
+		h.Has |= HasReferer
+	}
+	if v, err = c.quoted(p, "user_agent"); err != nil {
+		return err
+	}
+	if len(v) > 0 && !dash(v) {
+		h.UserAgent = v
+		h.Has |= HasUserAgent
+	}
+	at = c.pos
+	if v, err = c.word("request_count"); err != nil {
+		return err
+	}
+	if _, ok := uint63(v); !ok && !dash(v) {
+		return errAt("request_count", at, "expected a count of requests")
+	}
+	if _, err = c.quoted(p, "router"); err != nil {
+		return err
+	}
+	if _, err = c.quoted(p, "server_url"); err != nil {
+		return err
+	}
+	at = c.pos
+	if v, err = c.word("duration"); err != nil {
+		return err
+	}
+	n := len(v)
+	if n < 3 || v[n-2] != 'm' || v[n-1] != 's' {
+		return errAt("duration", at, "expected milliseconds such as 12ms")
+	}
+	d, ok := millis(v[:n-2])
+	if !ok {
+		return errAt("duration", at, "expected milliseconds such as 12ms")
+	}
+	h.RequestTime = d
+	h.Has |= HasRequestTime
+	if err := c.end(); err != nil {
+		return err
+	}
+	return needRequest(h)
+}
