@@ -28,7 +28,8 @@ import (
 //   - A W3C log names its columns in a "#Fields:" line at its top (and again
 //     after each restart of the server): a file resumed after that line
 //     gets its header lines back first (headersBefore), read from before
-//     the resume offset.
+//     the resume offset; a Cloud Storage log, its CSV header (the first
+//     line).
 //   - A watch (formatWatch) says when a file rejects nearly all of its
 //     lines: 90% of the last 500 to 1000 (at least 50), or 50 in a row
 //     (a format changed after a long run of good lines shows at once, not
@@ -253,8 +254,32 @@ func (s *shipper) prepare(ctx context.Context, off int64, line []byte, wake wake
 	if err != nil {
 		return fmt.Errorf("format %q: %w", format, err)
 	}
+	if off > 0 && len(headers) == 0 && p.Directives() {
+		// A header that is not a '#' line: Cloud Storage's CSV header, the
+		// file's first line.
+		if first, err := s.firstLine(); err == nil && p.Prime(first) {
+			headers = [][]byte{first}
+		}
+	}
 	s.use(p, off, headers)
 	return nil
+}
+
+// firstLine reads the file's first line (up to detectBytes).
+func (s *shipper) firstLine() ([]byte, error) {
+	r, err := s.contentFrom(0)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, detectBytes)
+	n, err := io.ReadFull(r, buf)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+		return buf[:i+1], nil
+	}
+	return nil, errors.New("no complete first line within its bound")
 }
 
 // use makes p the file's parser from off on, after the header lines.

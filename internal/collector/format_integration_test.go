@@ -279,3 +279,44 @@ func TestW3CHeaderLinesAcrossRestarts(t *testing.T) {
 		}
 	})
 }
+
+// A Cloud Storage usage log names its columns in a CSV header, its first
+// line: resumed after it, the file is read with those columns, not the
+// documented default order.
+func TestCSVHeaderAcrossARestart(t *testing.T) {
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	// The default order with cs_uri and c_ip swapped, sc_status last.
+	header := `"time_micros","cs_uri","c_ip_type","c_ip_region","cs_method","c_ip","cs_bytes","sc_bytes","time_taken_micros","cs_host","cs_referer","cs_user_agent","s_request_id","cs_operation","cs_bucket","cs_object","sc_status"` + "\n"
+	rows := func(from, n int) string {
+		var b bytes.Buffer
+		for i := from; i < from+n; i++ {
+			fmt.Fprintf(&b, `"%d","/o/%d","1","","GET","203.0.113.%d","0","%d","15000","b.example","","curl/8","id%d","GET_Object","b","o/%d","200"`+"\n",
+				base.Add(time.Duration(i)*time.Second).UnixMicro(), i, i%250, 100+i, i, i)
+		}
+		return b.String()
+	}
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "usage_2026_11_24.csv")
+		if err := os.WriteFile(path, []byte(header+rows(0, 50)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, stop := autoCollector(t, st, path, "gcs")
+		st.waitRows(t, 50, 60*time.Second)
+		stop()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString(rows(50, 20))
+		f.Close()
+		autoCollector(t, st, path, "gcs")
+		st.assertExactlyOnce(t, 70)
+		if n := st.count(t, "SELECT count() FROM "+st.db+".rejects"); n != 0 {
+			t.Errorf("%d rejects, want 0", n)
+		}
+		if n := st.count(t, "SELECT count() FROM "+st.db+".hits WHERE path = concat('/o/', toString(toUInt32(ts) - toUInt32(toDateTime('2026-11-24 10:00:00', 'UTC')))) AND status = 200 AND startsWith(client, '203.0.113.') AND request_time_us = 15000"); n != 70 {
+			t.Errorf("%d hits with every field right, want 70", n)
+		}
+	})
+}
