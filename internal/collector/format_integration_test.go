@@ -230,11 +230,6 @@ const (
 // reject, and a file resumed after them, at a restart, gets them back first:
 // every line once with its fields, whichever header block it is under.
 func TestW3CHeaderLinesAcrossRestarts(t *testing.T) {
-	if _, err := parser.New("w3c"); err != nil {
-		// The w3c format is another branch's (issue 17's servers); this
-		// test is written against it.
-		t.Skipf("no w3c format in this build yet: %v", err)
-	}
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
