@@ -163,3 +163,24 @@ func BenchmarkDetect(b *testing.B) {
 		}
 	}
 }
+
+// W3C's header lines are the w3c format's own (neither accepted nor
+// rejected, so w3c ranks first), and header lines alone choose nothing
+// yet: the request lines that follow tell.
+func TestDetectHeaderLines(t *testing.T) {
+	header := []string{"#Software: Microsoft Internet Information Services 10.0", "#Version: 1.0",
+		"#Date: 2026-11-24 10:00:00", "#Fields: date time c-ip cs-method cs-uri-stem sc-status time-taken"}
+	row := "2026-11-24 10:00:01 203.0.113.7 GET /pricing 200 15"
+	d := Detect(detLines(append(header, row, row)...), Options{})
+	best, _ := d.Best()
+	if d.Format != "w3c" || best.Accepted != 2 || best.Directives != 4 || best.Rejected != 0 || d.HeadersOnly() {
+		t.Errorf("IIS log: %q %+v headers-only %v (%s)", d.Format, best, d.HeadersOnly(), d.Summary(5))
+	}
+	d = Detect(detLines(header...), Options{})
+	if d.Format != "" || !d.HeadersOnly() {
+		t.Errorf("header lines alone: %q headers-only %v (%s)", d.Format, d.HeadersOnly(), d.Summary(5))
+	}
+	if d := Detect(detLines(detCombined), Options{}); d.HeadersOnly() {
+		t.Errorf("a combined line is no header")
+	}
+}
