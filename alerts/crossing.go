@@ -45,6 +45,23 @@ func PageSubject(site, path string) string {
 	return "\x00" + strconv.Itoa(len(site)) + ":" + site + path
 }
 
+// KindNoData is the kind of a no-data notice: a site's collectors have not
+// caught up for a rule's no_data_after (below.go).
+const KindNoData = "no_data"
+
+// SiteSubject is the Subject of a no-data notice on a site: apart from
+// every PageSubject (none starts with NUL and a letter), so a notice never
+// shares a key with a crossing of the same rule.
+func SiteSubject(site string) string { return "\x00no_data:" + site }
+
+// subjectOf is the Subject of a crossing of kind on the page (site, path).
+func subjectOf(kind, site, path string) string {
+	if kind == KindNoData {
+		return SiteSubject(site)
+	}
+	return PageSubject(site, path)
+}
+
 // MessageID is the crossing's deterministic Message-ID: a message retried
 // after a crash carries the same one, so receiving systems can drop the
 // duplicate. domain is the sender's domain.

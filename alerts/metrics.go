@@ -24,6 +24,9 @@ type Metrics struct {
 	// Orphaned is how many pending crossings belong to rules this sweeper
 	// does not have (removed or renamed): left pending, never sent by it.
 	Orphaned prometheus.Gauge
+	// RulesHeld is 1 for a below or no_traffic rule whose ended windows
+	// are not complete: its site's collectors are behind or gone.
+	RulesHeld *prometheus.GaugeVec
 }
 
 // NewMetrics registers the series on reg.
@@ -39,9 +42,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RuleErrors:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_rule_errors_total", Help: "Queries of a rule that failed for good (the page or the rule is skipped; other rules go on)."}, []string{"rule"}),
 		PagesSkipped:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hitcount_sweeper_pages_skipped_total", Help: "Touched pages never counted, by reason (path_too_long)."}, []string{"reason"}),
 		Orphaned:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "hitcount_sweeper_crossings_orphaned", Help: "Pending crossings of rules this sweeper does not have (removed or renamed), at the last sweep."}),
+		RulesHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hitcount_sweeper_rules_held",
+			Help: "1 while a below or no_traffic rule is held: a window has ended but its site's collectors have not committed their logs past it (the sweeper log names the collector and file)."}, []string{"rule"}),
 	}
-	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime, m.RuleErrors, m.PagesSkipped, m.Orphaned)
+	reg.MustRegister(m.Sweeps, m.SweepSeconds, m.Crossings, m.Claims, m.Emails, m.Waiting, m.LastSweepTime, m.RuleErrors, m.PagesSkipped, m.Orphaned, m.RulesHeld)
 	return m
+}
+
+func (m *Metrics) held(rule string, held bool) {
+	if m != nil {
+		m.RulesHeld.WithLabelValues(rule).Set(map[bool]float64{true: 1}[held])
+	}
 }
 
 func (m *Metrics) crossings(n int) {

@@ -49,16 +49,22 @@ func Rank(state string, attempts uint32) uint64 {
 // Row is one version of a crossing.
 type Row struct {
 	Crossing
+	// Kind is the rule's kind, or KindNoData for a no-data notice; "" is a
+	// threshold (rows written before kinds).
+	Kind       string
 	Site, Path string
 	Count      int64
-	State      string
-	Version    uint64
-	Owner      string
-	Fencing    uint64
-	Attempts   uint32
-	MsgID      string
-	Error      string
-	Updated    time.Time // when this version was written (by the sweeper's clock)
+	// Note is what the sweeper noted on finding it (held back; who is
+	// behind), for the message.
+	Note     string
+	State    string
+	Version  uint64
+	Owner    string
+	Fencing  uint64
+	Attempts uint32
+	MsgID    string
+	Error    string
+	Updated  time.Time // when this version was written (by the sweeper's clock)
 }
 
 // DB is what the store needs of ClickHouse, a server (sink.Sink) or the
@@ -286,14 +292,24 @@ type Point struct {
 
 // Series returns hits per step for one page in [from, to), for the message.
 func (s *Store) Series(ctx context.Context, r *Rule, site, path string, from, to time.Time, step time.Duration) ([]Point, error) {
+	return s.series(ctx, r, site, path, false, from, to, step)
+}
+
+// series is Series for a page, or, whole, for the site (a below rule
+// without a path).
+func (s *Store) series(ctx context.Context, r *Rule, site, path string, whole bool, from, to time.Time, step time.Duration) ([]Point, error) {
 	f, fargs := filters(r)
 	stepS := int64(step / time.Second)
-	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ? AND path = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
+	page, args := " AND path = ?", []any{from.Unix(), stepS, stepS, from.Unix(), site, path, from.Unix(), to.Unix()}
+	if whole {
+		page, args = "", []any{from.Unix(), stepS, stepS, from.Unix(), site, from.Unix(), to.Unix()}
+	}
+	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ?" + page + " AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
 	if r.BotPattern != "" {
 		// From hits, as counts reads it for such a rule.
-		q = "SELECT toDateTime(intDiv(toUInt32(ts) - ?, ?) * ? + ?) AS t, count() FROM " + s.dbName + ".hits WHERE site = ? AND path = ? AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
+		q = "SELECT toDateTime(intDiv(toUInt32(ts) - ?, ?) * ? + ?) AS t, count() FROM " + s.dbName + ".hits WHERE site = ?" + page + " AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
 	}
-	args := append([]any{from.Unix(), stepS, stepS, from.Unix(), site, path, from.Unix(), to.Unix()}, fargs...)
+	args = append(args, fargs...)
 	var out []Point
 	err := s.db.Select(ctx, q, args, func(scan func(...any) error) error {
 		var p Point
@@ -311,7 +327,7 @@ func (s *Store) Series(ctx context.Context, r *Rule, site, path string, from, to
 	return out, nil
 }
 
-const rowColumns = "key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated"
+const rowColumns = "key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated, kind, note"
 
 // Write appends crossing versions, each ranked by its state (Rank; the
 // rows' Version is not read).
@@ -322,7 +338,7 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 	vals := make([][]any, len(rows))
 	for i, r := range rows {
 		vals[i] = []any{r.Key(), r.Rule, r.Site, r.Path, r.WindowStart, uint64(r.Threshold), uint64(r.Count), r.State,
-			Rank(r.State, r.Attempts), r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated}
+			Rank(r.State, r.Attempts), r.Owner, r.Fencing, r.Attempts, r.MsgID, r.Error, r.Updated, r.Kind, r.Note}
 	}
 	if err := s.db.InsertRows(ctx, s.dbName+".crossings", rowColumns, vals); err != nil {
 		return fmt.Errorf("write crossings: %w", err)
@@ -332,7 +348,8 @@ func (s *Store) Write(ctx context.Context, rows []Row) error {
 
 const latestColumns = `key, argMax(rule, version), argMax(site, version), argMax(path, version), argMax(window_start, version),
 	argMax(threshold, version), argMax(count, version), argMax(state, version), max(version), argMax(owner, version),
-	argMax(fencing, version), argMax(attempts, version), argMax(message_id, version), argMax(error, version), argMax(updated, version)`
+	argMax(fencing, version), argMax(attempts, version), argMax(message_id, version), argMax(error, version), argMax(updated, version),
+	argMax(kind, version), argMax(note, version)`
 
 func (s *Store) latest(ctx context.Context, where, having string, args ...any) ([]Row, error) {
 	q := "SELECT " + latestColumns + " FROM " + s.dbName + ".crossings" + where + " GROUP BY key" + having + " ORDER BY max(version)"
@@ -342,10 +359,10 @@ func (s *Store) latest(ctx context.Context, where, having string, args ...any) (
 		var key string
 		var threshold, count uint64
 		if err := scan(&key, &r.Rule, &r.Site, &r.Path, &r.WindowStart, &threshold, &count, &r.State, &r.Version,
-			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error, &r.Updated); err != nil {
+			&r.Owner, &r.Fencing, &r.Attempts, &r.MsgID, &r.Error, &r.Updated, &r.Kind, &r.Note); err != nil {
 			return err
 		}
-		r.Subject, r.Threshold, r.Count = PageSubject(r.Site, r.Path), int64(threshold), int64(count)
+		r.Subject, r.Threshold, r.Count = subjectOf(r.Kind, r.Site, r.Path), int64(threshold), int64(count)
 		out = append(out, r)
 		return nil
 	})
@@ -407,7 +424,13 @@ func (s *Store) Watermark(ctx context.Context) (time.Time, bool, error) {
 // Finish records a sweep, dated by the store's clock: OtherSweepers compares
 // the dates of sweepers whose own clocks may be hours apart.
 func (s *Store) Finish(ctx context.Context, watermark time.Time, owner string, crossings, sent int) error {
-	now, err := s.Now(ctx)
+	return s.finish(ctx, s.Now, watermark, owner, crossings, sent)
+}
+
+// finish records a sweep dated by clock (the sweeper's, Options.Clock,
+// which is the store's but in tests).
+func (s *Store) finish(ctx context.Context, clock func(context.Context) (time.Time, error), watermark time.Time, owner string, crossings, sent int) error {
+	now, err := clock(ctx)
 	if err != nil {
 		return fmt.Errorf("record sweep: %w", err)
 	}

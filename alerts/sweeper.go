@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/hitcount/hitcount/config"
 )
 
 // Options tune a Sweeper.
@@ -124,6 +126,9 @@ type Result struct {
 	Failed   int
 	Pending  int  // crossings still waiting after this pass
 	More     bool // MaxCrossings was reached, or touched pages are left to read: run again at once
+	// Notes say, for each below and no_traffic rule evaluated in this
+	// pass, what it evaluated or why it is held (for the dry run).
+	Notes []string
 }
 
 // retryAfter is how long a crossing whose email failed waits before the next
@@ -158,9 +163,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	var complete []Row
 	if s.round == nil {
 		rd, err := s.newRound(ctx, now)
 		if err != nil {
+			return res, err
+		}
+		// Below and no_traffic rules once per round, at its start: they
+		// read the rollups, not the touched pages.
+		if complete, res.Notes, err = s.detectComplete(ctx, now); err != nil {
 			return res, err
 		}
 		s.round = rd
@@ -174,6 +185,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	found = append(found, complete...)
 	fresh, err := s.unrecorded(ctx, found, nil, now)
 	if err != nil {
 		return res, err
@@ -214,7 +226,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	res.Pending = max(0, len(pending)-res.Sent-res.Failed)
 	s.o.Metrics.waiting(res.Pending)
 	if finished {
-		if err := s.store.Finish(ctx, rd.hi, s.o.Owner, len(fresh), res.Sent); err != nil {
+		if err := s.store.finish(ctx, s.o.Clock, rd.hi, s.o.Owner, len(fresh), res.Sent); err != nil {
 			return res, err
 		}
 		s.round = nil
@@ -255,6 +267,16 @@ func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	seen := map[string]bool{}
+	complete, notes, err := s.detectComplete(ctx, now)
+	if err != nil {
+		return res, err
+	}
+	res.Notes = notes
+	fresh, err := s.unrecorded(ctx, complete, seen, now)
+	if err != nil {
+		return res, err
+	}
+	res.Detected = append(res.Detected, fresh...)
 	for {
 		touched, err := s.store.TouchedPage(ctx, rd.lo, rd.hi, rd.offset, s.o.MaxTouched)
 		if err != nil {
@@ -751,6 +773,20 @@ type view struct {
 	WindowStart, WindowEnd time.Time
 	Series                 []Point
 	SeriesStep             string
+	// Kind is the rule's kind (threshold, milestones, below, no_traffic),
+	// or no_data for a no-data notice.
+	Kind string
+	// Note is what the sweeper noted on finding the crossing: held back
+	// and since when; for a no-data notice, which collector and file are
+	// behind.
+	Note string
+	// Since: no_traffic, when the silence began (the minute after the last
+	// hit); no_data, when the site's data stopped being complete
+	// (SinceText: "never" when no collector ever caught up).
+	Since     time.Time
+	SinceText string
+	// Silence is a no_traffic rule's silence, as configured (2h).
+	Silence string
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
@@ -759,16 +795,32 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 	}
 	row := live[0].row
 	r := s.rule(row.Rule)
-	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold}
-	if r.Window.Size > 0 {
+	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold, Kind: row.Kind, Note: row.Note}
+	if v.Kind == "" {
+		v.Kind = r.Kind
+	}
+	subjectT, textT, htmlT := r.Subject, r.Text, r.HTML
+	switch v.Kind {
+	case KindNoData:
+		// Built in: the rule's own templates describe its crossings.
+		subjectT, textT, htmlT = noDataSubjectT, noDataTextT, noDataHTMLT
+		v.Since = row.WindowStart.In(r.Window.loc())
+		v.SinceText = stamp(row.WindowStart, r.Window.loc())
+	case config.KindNoTraffic:
+		v.Since = row.WindowStart.In(r.Window.loc())
+		v.SinceText = stamp(row.WindowStart, r.Window.loc())
+		v.Silence = durationText(r.NoTraffic)
+	}
+	if r.Window.Size > 0 && v.Kind != KindNoData {
 		v.Windowed = true
 		v.WindowName = r.WindowName
 		v.WindowStart = row.WindowStart.In(r.Window.loc())
 		v.WindowEnd = r.Window.End(v.WindowStart)
 		step := max(time.Minute, (r.Window.Size / 12).Truncate(time.Minute))
 		v.SeriesStep = step.String()
+		whole := r.scope == scopeSite && v.Kind == config.KindBelow
 		series, err := retry(ctx, func() ([]Point, error) {
-			return s.store.Series(ctx, r, row.Site, row.Path, v.WindowStart, v.WindowEnd, step)
+			return s.store.series(ctx, r, row.Site, row.Path, whole, v.WindowStart, v.WindowEnd, step)
 		})
 		if err != nil && !permanent(err) {
 			return nil, err
@@ -785,13 +837,13 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		v.Series = series
 	}
 	var subj, text, html bytes.Buffer
-	if err := r.Subject.Execute(&subj, v); err != nil {
+	if err := subjectT.Execute(&subj, v); err != nil {
 		return nil, &templateError{r.Name, fmt.Errorf("subject: %w", err)}
 	}
-	if err := r.Text.Execute(&text, v); err != nil {
+	if err := textT.Execute(&text, v); err != nil {
 		return nil, &templateError{r.Name, fmt.Errorf("text: %w", err)}
 	}
-	if err := r.HTML.Execute(&html, v); err != nil { // html/template escapes page text
+	if err := htmlT.Execute(&html, v); err != nil { // html/template escapes page text
 		return nil, &templateError{r.Name, fmt.Errorf("html: %w", err)}
 	}
 	return &Message{
@@ -823,20 +875,82 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 		id, _, _ = strings.Cut(strings.TrimPrefix(msgID, "<hitcount.digest."), "@")
 	}
 	var text, html bytes.Buffer
-	fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
 	var pages []string
-	for _, r := range rows {
-		fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", textSafe(r.Site), textSafe(r.Path), r.Count, r.Threshold, textSafe(r.Rule), r.WindowStart.Format(time.RFC3339))
-		pages = append(pages, r.Path)
-	}
-	if err := digestHTML.Execute(&html, rows); err != nil {
-		return nil, fmt.Errorf("digest: %w", err)
+	subject := fmt.Sprintf("[hitcount] %d pages passed their thresholds: ", len(rows))
+	if thresholdsOnly(rows) {
+		fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
+		for _, r := range rows {
+			fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", textSafe(r.Site), textSafe(r.Path), r.Count, r.Threshold, textSafe(r.Rule), r.WindowStart.Format(time.RFC3339))
+			pages = append(pages, r.Path)
+		}
+		if err := digestHTML.Execute(&html, rows); err != nil {
+			return nil, fmt.Errorf("digest: %w", err)
+		}
+	} else {
+		subject = fmt.Sprintf("[hitcount] %d alerts: ", len(rows))
+		fmt.Fprintf(&text, "%d alerts:\n\n", len(rows))
+		lines := make([]digestLine, len(rows))
+		for i, r := range rows {
+			lines[i] = s.digestLine(r)
+			fmt.Fprintf(&text, "  %s\n", textSafe(lines[i].Text))
+			pages = append(pages, r.Site+r.Path)
+		}
+		if err := mixedDigestHTML.Execute(&html, lines); err != nil {
+			return nil, fmt.Errorf("digest: %w", err)
+		}
 	}
 	return &Message{
 		ID: msgID, Key: "digest-" + id, From: s.o.From,
-		To: s.rule(rows[0].Rule).To, Subject: fmt.Sprintf("[hitcount] %d pages passed their thresholds: %s", len(rows), strings.Join(pages, ", ")),
+		To: s.rule(rows[0].Rule).To, Subject: subject + strings.Join(pages, ", "),
 		Text: text.String(), HTML: html.String(), Date: s.o.Now(),
 	}, nil
+}
+
+// thresholdsOnly reports whether every row is a threshold's or a
+// milestone's crossing (their digest is worded as it always was).
+func thresholdsOnly(rows []Row) bool {
+	for _, r := range rows {
+		if r.Kind != "" && r.Kind != config.KindThreshold && r.Kind != config.KindMilestones {
+			return false
+		}
+	}
+	return true
+}
+
+// digestLine is one alert of a digest mixing kinds.
+type digestLine struct {
+	Rule, Page, Text string
+}
+
+var mixedDigestHTML = htmltemplate.Must(htmltemplate.New("digest").Parse(`<p>{{len .}} alerts:</p>
+<table><tr><th>alert</th><th>rule</th></tr>
+{{range .}}<tr><td>{{.Text}}</td><td>{{.Rule}}</td></tr>
+{{end}}</table>`))
+
+// digestLine describes row in one line (unescaped: the caller escapes).
+func (s *Sweeper) digestLine(row Row) digestLine {
+	loc := time.UTC
+	r := s.rule(row.Rule)
+	if r != nil {
+		loc = r.Window.loc()
+	}
+	page := row.Site + row.Path
+	l := digestLine{Rule: row.Rule, Page: page}
+	switch row.Kind {
+	case config.KindBelow:
+		name := ""
+		if r != nil {
+			name = " " + r.WindowName
+		}
+		l.Text = fmt.Sprintf("%s: %d hits in the%s window from %s, below %d", page, row.Count, name, stamp(row.WindowStart, loc), row.Threshold)
+	case config.KindNoTraffic:
+		l.Text = fmt.Sprintf("%s: no hit since %s (%s or more)", page, stamp(row.WindowStart, loc), durationText(time.Duration(row.Threshold)*time.Second))
+	case KindNoData:
+		l.Text = fmt.Sprintf("site %s: no data since %s. %s", row.Site, stamp(row.WindowStart, loc), row.Note)
+	default:
+		l.Text = fmt.Sprintf("%s: %d hits, passing %d (window from %s)", page, row.Count, row.Threshold, stamp(row.WindowStart, loc))
+	}
+	return l
 }
 
 // ErrNoRules is returned when nothing is configured to sweep.

@@ -141,14 +141,25 @@ func (r *Rule) samples() []sample {
 	if len(r.Thresholds) > 0 {
 		threshold = r.Thresholds[len(r.Thresholds)-1]
 	}
-	base := view{Rule: r.Name, Site: r.Site, Count: threshold + 7, Threshold: threshold}
+	base := view{Rule: r.Name, Site: r.Site, Count: threshold + 7, Threshold: threshold, Kind: r.Kind}
 	if base.Site == "" {
 		base.Site = "www.example.com"
 	}
+	if r.Kind == config.KindBelow {
+		base.Count = threshold / 2
+	}
 	var shapes []sample
-	if r.Window.Size <= 0 {
+	switch {
+	case r.Kind == config.KindNoTraffic:
+		base.Since = sampleTime.In(r.Window.loc())
+		base.SinceText = stamp(sampleTime, r.Window.loc())
+		base.Silence = durationText(r.NoTraffic)
+		held := base
+		held.Note = heldNote(sampleTime, sampleTime.Add(time.Hour), sampleTime.Add(30*time.Minute), sampleSite(), r.Window.loc())
+		shapes = append(shapes, sample{"silence", base}, sample{"silence held back", held})
+	case r.Window.Size <= 0:
 		shapes = append(shapes, sample{"lifetime", base})
-	} else {
+	default:
 		w := base
 		loc := r.Window.loc()
 		w.Windowed = true
@@ -168,14 +179,31 @@ func (r *Rule) samples() []sample {
 			sample{fmt.Sprintf("window %s, series of %d steps", r.WindowName, len(full)), w},
 			sample{fmt.Sprintf("window %s, series of one step", r.WindowName), one},
 			sample{fmt.Sprintf("window %s, no series", r.WindowName), none})
+		if r.Kind == config.KindBelow {
+			held := w
+			held.Note = heldNote(w.WindowEnd, w.WindowEnd.Add(time.Hour), w.WindowEnd.Add(30*time.Minute), sampleSite(), loc)
+			shapes = append(shapes, sample{fmt.Sprintf("window %s, held back", r.WindowName), held})
+		}
+	}
+	paths := samplePaths
+	if r.scope == scopeSite {
+		paths = append([]struct{ name, path string }{{"the whole site", ""}}, paths...)
 	}
 	var out []sample
 	for _, s := range shapes {
-		for _, p := range samplePaths {
+		for _, p := range paths {
 			v := s.v
 			v.Path = p.path
 			out = append(out, sample{s.name + ", " + p.name, v})
 		}
 	}
 	return out
+}
+
+// sampleSite is a site as the collectors may report it: a host name and a
+// file name made of what they may hold.
+func sampleSite() siteState {
+	hostile := samplePaths[2].path
+	return siteState{Site: "www.example.com", CompleteUntil: sampleTime,
+		Behind: ownerRecord{Site: "www.example.com", Collector: "0123456789abcdef", Host: "web-1" + hostile, Path: "/var/log/nginx" + hostile, CaughtUp: sampleTime}}
 }

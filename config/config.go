@@ -203,16 +203,34 @@ type SMTP struct {
 	dir string
 }
 
-// Rule is a threshold trigger.
+// Rule is a trigger: a threshold or milestones reached, a count below a
+// floor in a complete window, or no traffic for a while.
 type Rule struct {
 	// Name is required and unique: [a-z0-9][a-z0-9_.-]*.
 	Name  string `yaml:"name"`
 	Match Match  `yaml:"match"`
-	// Threshold (> 0) or Milestones (> 0, strictly increasing): exactly one.
+	// Exactly one of Threshold (> 0), Milestones (> 0, strictly
+	// increasing), Below (> 0) or NoTraffic. See Kind.
 	Threshold  int64   `yaml:"threshold"`
 	Milestones []int64 `yaml:"milestones"`
+	// Below fires when a complete window's count is under it: the window
+	// has ended, sweep.lateness has passed, and the collectors of the site
+	// have committed their files past its end.
+	Below int64 `yaml:"below"`
+	// NoTraffic fires once per silence when the page (or the site) has had
+	// no hit for this long (whole minutes), on complete data as Below;
+	// such a rule has no window.
+	NoTraffic Duration `yaml:"no_traffic"`
+	// ActiveWithin: a below or no_traffic rule whose path is a glob or a
+	// regex watches the pages it matches that had a hit this recently
+	// (whole days); pages quiet for longer are forgotten [7d].
+	ActiveWithin Duration `yaml:"active_within"`
+	// NoDataAfter: a below or no_traffic rule sends one notice when its
+	// site's collectors have not caught up for this long; 0: none [1h].
+	NoDataAfter Duration `yaml:"no_data_after"`
 	// Window is lifetime or a tumbling window: whole minutes dividing a day
-	// (5m, 15m, 1h) or whole days (1d, 7d); required. See WindowDur.
+	// (5m, 15m, 1h) or whole days (1d, 7d); required but for no_traffic
+	// (below needs a tumbling one). See WindowDur.
 	Window string `yaml:"window"`
 	// Timezone is the IANA zone windows are aligned in [UTC]. See Location.
 	Timezone string `yaml:"timezone"`
@@ -224,6 +242,9 @@ type Rule struct {
 	Text    string `yaml:"text"`
 	HTML    string `yaml:"html"`
 
+	// Kind is what the rule fires on: threshold, milestones, below or
+	// no_traffic (set by validation).
+	Kind string `yaml:"-"`
 	// WindowDur is Window parsed; 0 for lifetime.
 	WindowDur time.Duration `yaml:"-"`
 	// Location is Timezone loaded.
@@ -232,12 +253,14 @@ type Rule struct {
 
 // Match selects the hits a rule counts; all given conditions must hold.
 type Match struct {
-	// Site must be some sources[].site (unless there are no sources).
+	// Site must be some sources[].site (unless there are no sources);
+	// required by below and no_traffic rules.
 	Site string `yaml:"site"`
 	// Host is an exact Host header.
 	Host string `yaml:"host"`
-	// Path is required: exact (/pricing), a glob with * and ** (/blog/*),
-	// or ~regex (~^/docs/.+$).
+	// Path is exact (/pricing), a glob with * and ** (/blog/*), or ~regex
+	// (~^/docs/.+$); required but for below and no_traffic rules, where
+	// leaving it out counts the whole site.
 	Path   string `yaml:"path"`
 	Method string `yaml:"method"`
 	// Status is a class (2xx) or an exact status (404).

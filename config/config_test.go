@@ -334,7 +334,11 @@ func TestProblems(t *testing.T) {
 		{"clickhouse section without addr", "clickhouse: {database: x}\n", []string{
 			"t.yaml:1:1: clickhouse.addr: required: at least one host:port"}},
 		{"bad log_format string", "sources: [{path: /a, site: s, format: '$remote_addr $status'}]\n", []string{
-			`t.yaml:1:39: sources[0].format: bad log_format string: format "$remote_addr $status": no time variable ($time_local, $time_iso8601 or $msec)`}},
+			`t.yaml:1:39: sources[0].format: bad format string: format "$remote_addr $status": no time field ($time_local, $time_iso8601, $msec; Apache %t, %{...}t)`}},
+		{"format name with a typo", "sources: [{path: /a, site: s, format: combine}]\n", []string{
+			`t.yaml:1:39: sources[0].format: unknown format "combine"; did you mean "combined"?`}},
+		{"nginx log_format pasted from nginx.conf", "sources:\n  - path: /a\n    site: s\n    format: |\n      log_format main '$remote_addr - $remote_user [$time_local] \"$request\" '\n                      '$status $body_bytes_sent';\n", nil},
+		{"Apache LogFormat pasted from apache2.conf", `sources: [{path: /a, site: s, format: 'LogFormat "%h %l %u %t \"%r\" %>s %O" common'}]` + "\n", nil},
 		{"same path twice", "sources: [{path: /a, site: s}, {path: /a, site: t}]\n", []string{
 			`t.yaml:1:39: sources[1].path: "/a" is also sources[0].path: a file read twice is shipped twice`}},
 		{"max_line too small", "sources: [{path: /a, site: s, max_line: 10}]\n", []string{

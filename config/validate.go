@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	htmltemplate "html/template"
 	"net"
 	"net/mail"
@@ -265,10 +266,11 @@ func (d *doc) validateSources(sources []Source) {
 		if s.Format == parser.Auto {
 			// Detected per file by the collector.
 		} else if _, err := parser.New(s.Format); err != nil {
-			if strings.Contains(s.Format, "$") {
-				d.addf(field+".format", "bad log_format string: %v", err)
+			var unknown *parser.UnknownFormatError
+			if errors.As(err, &unknown) {
+				d.addf(field+".format", "%v", unknown) // with its "did you mean"
 			} else {
-				d.addf(field+".format", "unknown format %q (%s, or an nginx log_format string)", s.Format, strings.Join(parser.Formats(), ", "))
+				d.addf(field+".format", "bad format string: %v", err)
 			}
 		}
 		switch loc, err := time.LoadLocation(s.Timezone); {
@@ -380,11 +382,20 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	case !isRuleName(r.Name):
 		d.addf(field+".name", "must be lower-case letters and digits, then also . _ - (such as pricing-hot), got %q", r.Name)
 	}
+	r.Kind = d.ruleKind(r, field)
+	completeness := r.Kind == KindBelow || r.Kind == KindNoTraffic
 	m, mf := r.Match, field+".match"
 	if m.Site != "" && len(sites) > 0 && !sites[m.Site] {
 		d.addf(mf+".site", "no source has site %q", m.Site)
 	}
+	if m.Site == "" && completeness {
+		// Completeness is the site's collectors' word: a rule over every
+		// site would wait for all of them.
+		d.addf(mf+".site", "required by a %s rule: the site whose collectors say when a window is complete", r.Kind)
+	}
 	switch p := m.Path; {
+	case p == "" && completeness:
+		// The site's total.
 	case p == "":
 		d.addf(mf+".path", "required: an exact path (/pricing), a glob (/blog/*) or ~regex")
 	case strings.HasPrefix(p, "~"):
@@ -408,16 +419,17 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		// at every sweep.
 		d.addf(mf+".exclude_bots", "a pattern of its own needs a window (5m, 1h, 1d, ...): a lifetime rule counts from the daily rollup, which knows only the built-in bot pattern (exclude_bots: true)")
 	}
+	if m.ExcludeBots.Pattern() != "" && completeness {
+		// They read a day of windows (or of minutes) at every sweep: from
+		// hits, that is every line of the page or site for a day.
+		d.addf(mf+".exclude_bots", "a %s rule counts from the rollups, which know only the built-in bot pattern: use exclude_bots: true, not a pattern of its own", r.Kind)
+	}
 
-	if d.ok(field+".threshold", field+".milestones") {
-		switch {
-		case r.Threshold != 0 && len(r.Milestones) > 0:
-			d.addf(field+".milestones", "give threshold or milestones, not both")
-		case r.Threshold == 0 && len(r.Milestones) == 0:
-			d.addf(field+".threshold", "required: a threshold or a list of milestones")
-		case r.Threshold < 0:
-			d.addf(field+".threshold", "must be positive, got %d", r.Threshold)
-		}
+	if r.Threshold < 0 || r.Kind == KindThreshold && r.Threshold == 0 {
+		d.addf(field+".threshold", "must be positive, got %d", r.Threshold)
+	}
+	if r.Below < 0 || r.Kind == KindBelow && r.Below == 0 {
+		d.addf(field+".below", "must be positive, got %d", r.Below)
 	}
 	for i, ms := range r.Milestones {
 		if ms <= 0 || (i > 0 && ms <= r.Milestones[i-1]) {
@@ -425,11 +437,17 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 			break
 		}
 	}
+	d.validateCompleteness(r, field)
 
-	switch r.Window {
-	case "":
+	switch {
+	case r.Window == "" && r.Kind == KindNoTraffic:
+	case r.Window == "":
 		d.addf(field+".window", "required: lifetime, or a window such as 5m, 1h, 1d")
-	case "lifetime":
+	case r.Window == "lifetime" && r.Kind == KindBelow:
+		d.addf(field+".window", "a below rule needs a tumbling window such as 1h or 1d (a lifetime count only grows)")
+	case r.Window == "lifetime" && r.Kind == KindNoTraffic:
+		d.addf(field+".window", "a no_traffic rule has no window: no_traffic is the silence that fires it, counted from the last hit (leave window out)")
+	case r.Window == "lifetime":
 	default:
 		w, err := ParseDuration(r.Window)
 		switch {
@@ -437,6 +455,8 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 			d.addf(field+".window", "%v", err)
 		case !validWindow(w):
 			d.addf(field+".window", "must be lifetime, whole minutes dividing a day evenly (5m, 15m, 1h, 6h), or whole days (1d, 7d); got %s", r.Window)
+		case r.Kind == KindNoTraffic:
+			d.addf(field+".window", "a no_traffic rule has no window: no_traffic is the silence that fires it, counted from the last hit (leave window out)")
 		default:
 			r.WindowDur = w
 		}
@@ -467,6 +487,89 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	}
 	if _, err := htmltemplate.New("html").Parse(r.HTML); err != nil {
 		d.addf(field+".html", "bad template: %v", err)
+	}
+}
+
+// The kinds of rule (Rule.Kind).
+const (
+	KindThreshold  = "threshold"
+	KindMilestones = "milestones"
+	KindBelow      = "below"
+	KindNoTraffic  = "no_traffic"
+)
+
+// Defaults of the completeness rules' options.
+const (
+	defaultActiveWithin = 7 * 24 * time.Hour
+	defaultNoDataAfter  = time.Hour
+)
+
+// ruleKind is what r fires on: the one of threshold, milestones, below and
+// no_traffic it gives ("" with a problem when it gives none or several).
+func (d *doc) ruleKind(r *Rule, field string) string {
+	var given []string
+	for _, k := range []struct {
+		name string
+		set  bool
+	}{
+		{KindThreshold, d.present[field+".threshold"] || r.Threshold != 0},
+		{KindMilestones, len(r.Milestones) > 0},
+		{KindBelow, d.present[field+".below"] || r.Below != 0},
+		{KindNoTraffic, d.present[field+".no_traffic"] || r.NoTraffic.Duration != 0},
+	} {
+		if k.set {
+			given = append(given, k.name)
+		}
+	}
+	if !d.ok(field+".threshold", field+".milestones", field+".below", field+".no_traffic") {
+		if len(given) == 1 {
+			return given[0]
+		}
+		return ""
+	}
+	switch len(given) {
+	case 0:
+		d.addf(field+".threshold", "required: a threshold, a list of milestones, below (fires under a count) or no_traffic (fires after a silence)")
+		return ""
+	case 1:
+		return given[0]
+	}
+	if len(given) == 2 && given[0] == KindThreshold && given[1] == KindMilestones {
+		d.addf(field+".milestones", "give threshold or milestones, not both")
+		return ""
+	}
+	d.addf(field+"."+given[1], "give one of threshold, milestones, below and no_traffic, not %s", strings.Join(given, " and "))
+	return ""
+}
+
+// validateCompleteness checks and defaults the options of rules evaluated
+// on complete data only (below, no_traffic), and refuses them elsewhere.
+func (d *doc) validateCompleteness(r *Rule, field string) {
+	completeness := r.Kind == KindBelow || r.Kind == KindNoTraffic
+	for _, o := range []string{"active_within", "no_data_after"} {
+		if d.present[field+"."+o] && !completeness && r.Kind != "" {
+			d.addf(field+"."+o, "only below and no_traffic rules take %s (a %s rule fires on what it has seen)", o, r.Kind)
+		}
+	}
+	if !completeness {
+		return
+	}
+	if r.Kind == KindNoTraffic {
+		if nt := r.NoTraffic.Duration; nt < time.Minute || nt%time.Minute != 0 {
+			d.addf(field+".no_traffic", "must be whole minutes, at least 1m (hits are counted per minute), got %v", nt)
+		}
+	}
+	if !d.present[field+".active_within"] {
+		r.ActiveWithin.Duration = defaultActiveWithin
+	} else if aw := r.ActiveWithin.Duration; aw < 24*time.Hour || aw%(24*time.Hour) != 0 {
+		d.addf(field+".active_within", "must be whole days, at least 1d (pages' activity is read from the daily rollup), got %v", aw)
+	} else if p := r.Match.Path; p == "" || !(strings.HasPrefix(p, "~") || strings.ContainsAny(p, "*?[{")) {
+		d.addf(field+".active_within", "only a rule whose path is a glob or a regex takes active_within (it says which of the pages it matches are watched)")
+	}
+	if !d.present[field+".no_data_after"] {
+		r.NoDataAfter.Duration = defaultNoDataAfter
+	} else if na := r.NoDataAfter.Duration; na != 0 && na < time.Minute {
+		d.addf(field+".no_data_after", "must be 0 (no notice) or at least 1m, got %v", na)
 	}
 }
 

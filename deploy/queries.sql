@@ -105,11 +105,14 @@ LIMIT 50;
 
 -- name: crossings history with current state
 -- Every crossing once, with its latest state (the highest version wins):
--- detected, claimed, sent or failed.
+-- detected, claimed, sent or failed. Its kind: '' or threshold, milestones,
+-- below, no_traffic (threshold: the silence in seconds, window: the minute
+-- after the last hit), no_data (a site's collectors silent since window).
 SELECT
     key,
     argMax(rule, version) AS crossing_rule,
     argMax(site, version) AS crossing_site,
+    argMax(kind, version) AS crossing_kind,
     argMax(path, version) AS crossing_path,
     argMax(window_start, version) AS crossing_window,
     argMax(threshold, version) AS crossing_threshold,
@@ -142,6 +145,22 @@ ANY LEFT JOIN
     GROUP BY source_id
 ) AS files USING source_id
 ORDER BY last_insert_at DESC, site, file;
+
+-- name: how far each collector has committed, per site and file
+-- Below and no_traffic rules evaluate a window only once every file of its
+-- site is committed past the window's end plus sweep.lateness (caught_up, the
+-- store's clock); a site whose oldest caught_up lags holds them
+-- (hitcount_sweeper_rules_held). caught_up 2100-01-01: a file read to its end
+-- for good; 1970-01-01: never caught up (a file still being read, or a
+-- collector older than this version). The row whose file is the configured
+-- globs is the collector's record of the site itself. Records not written for
+-- a day are forgotten by the sweeper, and left out here.
+SELECT site, collector, argMax(host, seen) AS collector_host, argMax(path, seen) AS file,
+    max(caught_up) AS caught_up_at, max(seen) AS last_seen, now() - max(caught_up) AS seconds_behind
+FROM hitcount.source_owners
+GROUP BY site, source_id, collector
+HAVING last_seen >= now() - INTERVAL 1 DAY
+ORDER BY site, caught_up_at, file;
 
 -- name: rejected lines per site and reason, last 7 days
 -- rejects keeps a sample (up to 100 per batch); the collector's metric

@@ -189,6 +189,13 @@ func insertFixture(t *testing.T, ctx context.Context, s *sink.Sink) fixture {
 		if err := s.RecordSource(ctx, s2, b.SourceID, f.sourcePath); err != nil {
 			t.Fatal(err)
 		}
+		// The collector's record of the file, caught up now, and of the
+		// site (owners.go).
+		claim := sink.Claim{Collector: "0123456789abcdef", Host: "web-1", Window: time.Minute, Sources: []sink.ClaimedSource{
+			{ID: b.SourceID, Site: s2, Path: f.sourcePath, CaughtUp: true}, sink.SiteRecord(s2, "/var/log/nginx/*.log")}}
+		if _, _, err := s.ClaimSources(ctx, claim); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	store := alerts.NewStore(s, s.Database())
@@ -904,7 +911,7 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 		ok(`SELECT count() FROM system.processes WHERE query_id LIKE 'hitcount-000000000000002a-%'`),
 		step{sql: `SELECT maxMerge(max_offset) FROM hitcount.ingest_progress WHERE source_id = 42 GROUP BY source_id`, want: "200\n"},
 		ok(`SELECT site, source_id, maxMerge(max_offset) FROM hitcount.ingest_progress GROUP BY site, source_id`),
-		ok(`INSERT INTO hitcount.source_owners (`+sink.OwnersColumns+`) VALUES (42, 'www.example.com', '0123456789abcdef', 'web-1', '/var/log/nginx/access.log', now(), now(), 0)`),
+		ok(`INSERT INTO hitcount.source_owners (`+sink.OwnersColumns+`) VALUES (42, 'www.example.com', '0123456789abcdef', 'web-1', '/var/log/nginx/access.log', now(), now(), 0, now())`),
 		step{sql: "SELECT source_id, collector FROM (" + strings.NewReplacer("IN ?", "IN (42)", "- ?", "- 180").Replace(sink.OwnersQuery("hitcount.source_owners")) + ")", want: "42\t0123456789abcdef\n"},
 		denied("SELECT client FROM hitcount.hits"),
 		denied("SELECT referer, query, remote_user FROM hitcount.hits"),
@@ -927,12 +934,16 @@ func checkUsersSQL(t *testing.T, ctx context.Context, conn driver.Conn) {
 		step{sql: `SELECT path, sum(hits) FROM hitcount.hits_1m WHERE site = 'www.example.com' AND path IN ('/pricing') AND minute >= toDateTime(0) AND minute < now() + 3600 AND bot = 0 GROUP BY path`, want: "/pricing\t1\n"},
 		step{sql: `SELECT path, sum(hits) FROM hitcount.hits_1d WHERE site = 'www.example.com' AND path IN ('/pricing') GROUP BY path`, want: "/pricing\t2\n"},
 		ok(`SELECT toDateTime(intDiv(toUInt32(minute) - 0, 300) * 300 + 0) AS t, sum(hits) FROM hitcount.hits_1m WHERE site = 'www.example.com' AND path = '/pricing' GROUP BY t ORDER BY t`),
-		ok(`INSERT INTO hitcount.crossings (key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated) VALUES
-			('k1', 'pricing-hot', 'www.example.com', '/pricing', now(), 1, 2, 'detected', 1, 'sweeper-1', 0, 0, '', '', now())`),
+		ok(`INSERT INTO hitcount.crossings (key, rule, site, path, window_start, threshold, count, state, version, owner, fencing, attempts, message_id, error, updated, kind, note) VALUES
+			('k1', 'pricing-hot', 'www.example.com', '/pricing', now(), 1, 2, 'detected', 1, 'sweeper-1', 0, 0, '', '', now(), 'threshold', '')`),
 		step{sql: `SELECT key, argMax(state, version), max(version) FROM hitcount.crossings WHERE key IN ('k1') GROUP BY key HAVING argMax(state, version) IN ('detected', 'claimed') ORDER BY max(version)`, want: "k1\tdetected\t1\n"},
 		ok(`INSERT INTO hitcount.sweeps (finished, watermark, owner, crossings, sent) VALUES (now(), now(), 'sweeper-1', 1, 0)`),
 		step{sql: `SELECT count() FROM hitcount.sweeps`, want: "1\n"},
 		ok(`SELECT owner, max(finished) FROM hitcount.sweeps WHERE finished >= toDateTime(0) AND owner != 'sweeper-2' GROUP BY owner`),
+		// below and no_traffic rules: how far the collectors have committed.
+		step{sql: `SELECT site, source_id, collector, argMax(host, seen), argMax(path, seen), min(started) > toDateTime(0), max(seen) > toDateTime(0), max(caught_up) > toDateTime(0) FROM hitcount.source_owners WHERE site IN ('www.example.com') GROUP BY site, source_id, collector`,
+			want: "www.example.com\t42\t0123456789abcdef\tweb-1\t/var/log/nginx/access.log\t1\t1\t1\n"},
+		denied("INSERT INTO hitcount.source_owners (source_id) VALUES (1)"),
 		denied("SELECT client FROM hitcount.hits"),
 		denied("SELECT referer, query, remote_user FROM hitcount.hits"),
 		denied("SELECT * FROM hitcount.sources"),

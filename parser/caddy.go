@@ -299,7 +299,11 @@ func (p *Parser) caddyTime(v []byte, str bool, h *Hit) error {
 	if len(v) == 0 {
 		return bad(0, "empty time")
 	}
-	if p.cachedTime(tkCaddy, v, h) {
+	kind := tkCaddy
+	if str {
+		kind = tkCaddyStr
+	}
+	if p.cachedTime(kind, v, h) {
 		return nil
 	}
 	ok := false
@@ -326,7 +330,7 @@ func (p *Parser) caddyTime(v []byte, str bool, h *Hit) error {
 	if !ok {
 		return bad(0, "not a time Caddy writes (Unix seconds, RFC 3339, ISO 8601, wall, common_log)")
 	}
-	return p.storeTime(tkCaddy, v, h)
+	return p.storeTime(kind, v, h)
 }
 
 // parseISOShortZone parses Caddy's iso8601 time_format,

@@ -7,20 +7,6 @@ import (
 	"time"
 )
 
-// Named formats, written as the nginx log_format strings they are equivalent to.
-var named = map[string]string{
-	// nginx's predefined "combined", identical to Apache's combined (%l is always "-").
-	"combined": `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`,
-	"common":   `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent`,
-	// Apache's vhost_combined: "%v:%p %h %l %u %t \"%r\" %>s %O \"%{Referer}i\" \"%{User-Agent}i\"".
-	"vhost_combined": `$host:$server_port $remote_addr $remote_ident $remote_user [$time_local] "$request" $status $bytes_sent "$http_referer" "$http_user_agent"`,
-}
-
-// Formats lists the names New accepts besides a log_format string.
-func Formats() []string {
-	return append([]string{"combined", "common", "vhost_combined", "json"}, serverFormatNames()...)
-}
-
 type field uint8
 
 const (
@@ -42,34 +28,22 @@ const (
 	fUserAgent
 	fHost
 	fRequestTime
+	fForwardedFor
+	fPeerAddr   // the TCP peer (Apache %{c}a, nginx $realip_remote_addr): the client only when nothing better is logged
+	fHostPort   // a virtual host with an optional ":port" (Apache %v:%p as vhost_combined writes it)
+	fBytesTotal // bytes with headers ($bytes_sent, %O): the byte count only when the body's is not logged
+	fQueryQ     // Apache %q: "?query" or nothing
+	fDurationS  // whole seconds (Apache %T)
+	fDurationMS // milliseconds (%{ms}T)
+	fDurationUS // microseconds (%D, %{us}T)
+	fEpochS     // seconds since the epoch (Apache %{sec}t)
+	fEpochMS    // milliseconds since the epoch (%{msec}t)
+	fEpochUS    // microseconds since the epoch (%{usec}t)
+	fFracMS     // the millisecond part of the time (%{msec_frac}t)
+	fFracUS     // the microsecond part (%{usec_frac}t)
+	fStrftime   // Apache %{format}t: parsed by the token's layout
+	fIsArgs     // nginx $is_args, only ever between $uri and $args
 )
-
-// variables maps nginx variable names to fields; any other variable is parsed
-// (so the line still has to match) and ignored.
-var variables = map[string]field{
-	"remote_addr":     fRemoteAddr,
-	"remote_user":     fRemoteUser,
-	"time_local":      fTime,
-	"time_iso8601":    fTimeISO,
-	"msec":            fMsec,
-	"request":         fRequest,
-	"request_method":  fMethod,
-	"request_uri":     fRequestURI,
-	"uri":             fURI,
-	"document_uri":    fURI,
-	"args":            fArgs,
-	"query_string":    fArgs,
-	"server_protocol": fProtocol,
-	"status":          fStatus,
-	"body_bytes_sent": fBytes,
-	"bytes_sent":      fBytes,
-	"http_referer":    fReferer,
-	"http_user_agent": fUserAgent,
-	"host":            fHost,
-	"http_host":       fHost,
-	"server_name":     fHost,
-	"request_time":    fRequestTime,
-}
 
 // fieldNames are the names errors use, the nginx variable where there is one.
 var fieldNames = [...]string{
@@ -78,18 +52,92 @@ var fieldNames = [...]string{
 	fMethod: "request_method", fRequestURI: "request_uri", fURI: "uri", fArgs: "args",
 	fProtocol: "server_protocol", fStatus: "status", fBytes: "body_bytes_sent",
 	fReferer: "http_referer", fUserAgent: "http_user_agent", fHost: "host",
-	fRequestTime: "request_time",
+	fRequestTime: "request_time", fForwardedFor: "http_x_forwarded_for",
+	fPeerAddr: "realip_remote_addr", fHostPort: "host", fBytesTotal: "bytes_sent",
+	fQueryQ: "args", fDurationS: "request_time", fDurationMS: "request_time",
+	fDurationUS: "request_time", fEpochS: "time", fEpochMS: "time", fEpochUS: "time",
+	fFracMS: "time", fFracUS: "time", fStrftime: "time", fIsArgs: "is_args",
 }
+
+// textField reports whether f holds text as the client sent it, which both
+// servers escape (\" \\ \xHH) wherever it is written, quoted or not.
+func textField(f field) bool {
+	switch f {
+	case fRemoteUser, fRequest, fMethod, fRequestURI, fURI, fArgs, fQueryQ, fProtocol,
+		fReferer, fUserAgent, fHost, fHostPort, fForwardedFor:
+		return true
+	}
+	return false
+}
+
+// timeField reports whether f gives the line its time (alone, or with others).
+func timeField(f field) bool {
+	switch f {
+	case fTime, fTimeISO, fMsec, fEpochS, fEpochMS, fEpochUS, fStrftime:
+		return true
+	}
+	return false
+}
+
+// partField reports whether f is parsed into Parser.tp and assembled after
+// the last token (a time written in pieces).
+func partField(f field) bool {
+	switch f {
+	case fEpochS, fEpochMS, fEpochUS, fFracMS, fFracUS, fStrftime:
+		return true
+	}
+	return false
+}
+
+// scan is how a variable's value ends.
+type scan uint8
+
+const (
+	scanEOL    scan = iota // at the end of the line
+	scanByte               // at the first stop[0]
+	scanBytes              // at the first stop
+	scanQuoted             // at the first unescaped '"'
+	scanFixed              // after n bytes ($time_local followed by a space)
+	scanList               // at a space that does not separate list items ("a, b", "a : b")
+	scanLayout             // where its strftime layout ends
+	scanWord               // at the first space, or the end of the line
+)
 
 // token is one piece of a compiled format: a literal to match, or a variable
 // whose value runs up to the next literal (stop) or to the end of the line.
 type token struct {
-	lit    []byte
-	field  field
-	name   string // variable name, for errors
-	stop   []byte // literal after the variable; nil when it ends the line
-	quoted bool   // between '"' literals: ends at the first unescaped quote
+	lit []byte
+	// flexTail: a literal ending in a space in a format that allows padding
+	// also takes the spaces after it.
+	flexTail bool
+
+	field field
+	name  string // variable name, for errors
+	stop  []byte // literal after the variable; nil when it ends the line
+	key   []byte // what scanByte and scanBytes search for: stop, or its start
+	// takeStop: the search was for the whole stop, so the value's end is
+	// where the literal after it matched; stopFlexTail: that literal ends in
+	// a space and padding may follow.
+	takeStop, stopFlexTail bool
+	dashFast               bool // "-" then the stop is taken without a search
+	set                    bool // the value is stored (not ignored, not a layout's)
+	quoted                 bool // between '"' literals: ends at the first unescaped quote
+	scan                   scan
+	n                      int  // scanFixed's length
+	trim                   bool // padding may precede stop: trim trailing spaces off the value
+	unescape               bool // decode the server's escapes in the value
+	dashOK                 bool // "-" means absent (Apache's conditional %400,501{...}i)
+	layout                 *layout
 }
+
+// escaping is how the server escaped variables: nginx's log_format escape=.
+type escaping uint8
+
+const (
+	escDefault escaping = iota // \xHH (nginx), \" \\ \xHH \n ... (Apache)
+	escJSON                    // nginx escape=json
+	escNone                    // nginx escape=none: values written raw
+)
 
 // Options tune a Parser beyond its format.
 type Options struct {
@@ -106,6 +154,16 @@ type Parser struct {
 	json    bool
 	scratch []byte
 	opts    Options
+
+	// flex lets one space in the format match a run of spaces (servers that
+	// pad fields); tail accepts and ignores data after a space at the end of
+	// the line (fields appended to a conventional format). Both are for the
+	// named formats: a format string says exactly what each line holds.
+	flex, tail bool
+	esc        escaping
+	// parts: some time field is assembled in tp after the last token.
+	parts bool
+	tp    timeParts
 
 	// custom parses the line for a format the token model cannot express
 	// (nested JSON, a header that names the columns); nil for token formats.
@@ -124,9 +182,12 @@ type Parser struct {
 	lastOff   int32
 }
 
-// New compiles a format: "combined", "common", "vhost_combined", "json", or an
-// nginx log_format string such as
-// `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent $request_time`.
+// New compiles a format: one of Formats() ("combined", "main", "json", ...),
+// an nginx log_format string such as
+// `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent $request_time`,
+// an Apache LogFormat string such as `%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %D`,
+// or either directive pasted whole from the server's configuration
+// (`log_format main '...' '...';`, `LogFormat "%h ... \"%r\" ..." combined`).
 func New(format string) (*Parser, error) { return NewWith(format, Options{}) }
 
 // NewWith is New with options.
@@ -149,92 +210,183 @@ func newParser(format string) (*Parser, error) {
 	if format == "json" {
 		return &Parser{format: format, json: true}, nil
 	}
-	spec, ok := named[format]
-	if !ok {
-		if !strings.Contains(format, "$") {
-			return nil, fmt.Errorf("format %q: not one of %s, and no $variable in it for a log_format string",
-				format, strings.Join(Formats(), ", "))
-		}
-		spec = format
+	if nf, ok := lookupNamed(format); ok {
+		return compileNamed(format, nf)
 	}
-	tokens, err := compile(spec)
+	if why, ok := timeless[format]; ok {
+		return nil, fmt.Errorf("format %q: %s", format, why)
+	}
+	spec, esc, err := unwrap(format)
 	if err != nil {
 		return nil, fmt.Errorf("format %q: %w", format, err)
 	}
-	if !hasTime(tokens) {
-		// Windows and rollups are by request time; the time a line was read
-		// would shift every hit of a backfill into the present.
-		return nil, fmt.Errorf("format %q: no time variable ($time_local, $time_iso8601 or $msec)", format)
+	if spec.named != "" { // CustomLog path nickname
+		nf, ok := lookupNamed(spec.named)
+		if !ok {
+			return nil, fmt.Errorf("format %q: %w", format, unknownFormat(spec.named))
+		}
+		return compileNamed(format, nf)
 	}
-	return &Parser{format: format, tokens: tokens}, nil
+	var toks []token
+	switch dialectOf(spec.text) {
+	case nginx:
+		toks, err = compileNginx(spec.text)
+	case apache:
+		toks, err = compileApache(spec.text)
+	default:
+		return nil, unknownFormat(format)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("format %q: %w", format, err)
+	}
+	p := &Parser{format: format, esc: esc}
+	if err := p.setTokens(toks); err != nil {
+		return nil, fmt.Errorf("format %q: %w", format, err)
+	}
+	return p, nil
+}
+
+// compileNamed builds a Parser for a named format: its spec, with padding
+// and trailing fields allowed.
+func compileNamed(format string, nf NamedFormat) (*Parser, error) {
+	toks, err := compileNginx(nf.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("format %q: %w", format, err) // a bug in the table; tests compile every name
+	}
+	p := &Parser{format: format, flex: true, tail: true}
+	if err := p.setTokens(toks); err != nil {
+		return nil, fmt.Errorf("format %q: %w", format, err)
+	}
+	return p, nil
 }
 
 // Format returns the format the Parser was built from.
 func (p *Parser) Format() string { return p.format }
 
-func hasTime(toks []token) bool {
-	for _, t := range toks {
-		if t.lit == nil && (t.field == fTime || t.field == fTimeISO || t.field == fMsec) {
-			return true
-		}
-	}
-	return false
-}
-
 func isVarChar(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-func compile(spec string) ([]token, error) {
-	var toks []token
-	var lit []byte
-	for i := 0; i < len(spec); {
-		if spec[i] != '$' {
-			lit = append(lit, spec[i])
-			i++
-			continue
-		}
-		var name string
-		if i+1 < len(spec) && spec[i+1] == '{' {
-			end := strings.IndexByte(spec[i:], '}')
-			if end < 0 {
-				return nil, fmt.Errorf("unclosed ${ at offset %d", i)
-			}
-			name = spec[i+2 : i+end]
-			i += end + 1
-		} else {
-			j := i + 1
-			for j < len(spec) && isVarChar(spec[j]) {
-				j++
-			}
-			name = spec[i+1 : j]
-			i = j
-		}
-		if name == "" {
-			return nil, fmt.Errorf("a $ with no variable name")
-		}
-		if len(lit) > 0 {
-			toks = append(toks, token{lit: lit})
-			lit = nil
-		} else if len(toks) > 0 && toks[len(toks)-1].lit == nil {
-			return nil, fmt.Errorf("$%s follows $%s with nothing between them: no way to tell where one ends", name, toks[len(toks)-1].name)
-		}
-		toks = append(toks, token{field: variables[name], name: name})
+// setTokens checks a dialect's token list and fills in how each value ends.
+func (p *Parser) setTokens(raw []token) error {
+	toks, err := joinTokens(raw)
+	if err != nil {
+		return err
 	}
-	if len(lit) > 0 {
-		toks = append(toks, token{lit: lit})
-	}
+	hasTime := false
 	for i := range toks {
-		if toks[i].lit != nil {
+		t := &toks[i]
+		if t.lit != nil {
+			t.flexTail = p.flex && t.lit[len(t.lit)-1] == ' '
 			continue
+		}
+		if timeField(t.field) && (t.field != fStrftime || t.layout.date || t.layout.epoch) {
+			hasTime = true
+		}
+		if partField(t.field) {
+			p.parts = true
 		}
 		if i+1 < len(toks) {
-			toks[i].stop = toks[i+1].lit
+			t.stop = toks[i+1].lit
+			t.stopFlexTail = p.flex && t.stop[len(t.stop)-1] == ' '
 		}
-		toks[i].quoted = i > 0 && bytes.HasSuffix(toks[i-1].lit, []byte{'"'}) &&
-			toks[i].stop != nil && toks[i].stop[0] == '"'
+		t.unescape = textField(t.field) && p.esc != escNone
+		t.set = t.field != fIgnore && t.field != fStrftime
+		t.quoted = i > 0 && bytes.HasSuffix(toks[i-1].lit, []byte{'"'}) &&
+			t.stop != nil && t.stop[0] == '"'
+		switch {
+		case t.field == fStrftime:
+			t.scan = scanLayout
+		case t.quoted:
+			t.scan = scanQuoted
+		case t.stop == nil && p.tail:
+			// The last field of a named format: whatever a server appended
+			// after it starts at the next space.
+			t.scan = scanWord
+		case t.stop == nil:
+			t.scan = scanEOL
+		case t.field == fTime && t.stop[0] == ' ':
+			// An unbracketed $time_local holds a space of its own.
+			t.scan, t.n = scanFixed, len("10/Oct/2000:13:55:36 -0700")
+		case listField(t.field, t.name) && t.stop[0] == ' ':
+			t.scan = scanList
+		default:
+			t.key = t.stop
+			if p.flex {
+				// Padding may widen the literal's inner spaces: search for
+				// what comes before the first ("]" of "] \""), and let the
+				// literal's own match take the spaces.
+				if j := bytes.IndexByte(t.key[1:], ' '); j >= 0 {
+					t.key = t.key[:j+1]
+				}
+				t.trim = t.key[0] == ' '
+			}
+			t.scan = scanBytes
+			if len(t.key) == 1 {
+				t.scan = scanByte
+			}
+			t.takeStop = len(t.key) == len(t.stop)
+		}
+		t.dashFast = t.scan == scanQuoted || (t.scan == scanByte || t.scan == scanBytes) && t.key[0] != '-'
+	}
+	if !hasTime {
+		// Windows and rollups are by request time; the time a line was read
+		// would shift every hit of a backfill into the present.
+		return fmt.Errorf("no time field ($time_local, $time_iso8601, $msec; Apache %%t, %%{...}t)")
+	}
+	p.tokens = toks
+	return nil
+}
+
+// listField reports whether a variable's value is a list whose items a
+// space separates after a comma or around a colon: nginx's upstream
+// variables ("0.004, 0.002 : 0.001") and an unquoted X-Forwarded-For.
+func listField(f field, name string) bool {
+	return f == fForwardedFor || strings.HasPrefix(name, "upstream_")
+}
+
+// joinTokens merges adjacent literals, turns a path directly followed by its
+// query ($uri$is_args$args, Apache %U%q) into one request target, and refuses
+// other adjacent variables: nothing would say where one ends.
+func joinTokens(raw []token) ([]token, error) {
+	var toks []token
+	for i := 0; i < len(raw); i++ {
+		t := raw[i]
+		if t.lit != nil {
+			if n := len(toks); n > 0 && toks[n-1].lit != nil {
+				toks[n-1].lit = append(toks[n-1].lit[:len(toks[n-1].lit):len(toks[n-1].lit)], t.lit...)
+				continue
+			}
+			toks = append(toks, t)
+			continue
+		}
+		if t.field == fURI && i+1 < len(raw) {
+			switch {
+			case raw[i+1].field == fQueryQ && raw[i+1].lit == nil:
+				t.field, t.name = fRequestURI, t.name+raw[i+1].name
+				i++
+			case raw[i+1].field == fIsArgs && raw[i+1].lit == nil && i+2 < len(raw) && raw[i+2].field == fArgs && raw[i+2].lit == nil:
+				t.field, t.name = fRequestURI, "uri$is_args$args"
+				i += 2
+			}
+		}
+		if t.field == fIsArgs {
+			return nil, fmt.Errorf("$is_args only makes sense as $uri$is_args$args")
+		}
+		if n := len(toks); n > 0 && toks[n-1].lit == nil && toks[n-1].field != fStrftime {
+			return nil, fmt.Errorf("%s follows %s with nothing between them: no way to tell where one ends", varName(t.name), varName(toks[n-1].name))
+		}
+		toks = append(toks, t)
 	}
 	return toks, nil
+}
+
+// varName is a token's name as the format wrote it.
+func varName(name string) string {
+	if strings.HasPrefix(name, "%") {
+		return name
+	}
+	return "$" + name
 }
 
 // trimEOL drops the line terminator, LF or CRLF.
@@ -269,54 +421,176 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 	if p.custom != nil {
 		return p.custom(p, line, h)
 	}
+	if p.parts {
+		p.tp = timeParts{}
+	}
 	pos := 0
-	for i := range p.tokens {
-		t := &p.tokens[i]
+	toks := p.tokens
+	for i := 0; i < len(toks); i++ {
+		t := &toks[i]
 		if t.lit != nil {
-			if !bytes.HasPrefix(line[pos:], t.lit) {
+			switch {
+			case bytes.HasPrefix(line[pos:], t.lit):
+				pos += len(t.lit)
+			case p.flex:
+				n := flexPrefix(line[pos:], t.lit)
+				if n < 0 {
+					return errAt(p.fieldAt(i), pos, fmt.Sprintf("expected %q", t.lit))
+				}
+				pos += n
+			default:
 				return errAt(p.fieldAt(i), pos, fmt.Sprintf("expected %q", t.lit))
 			}
-			pos += len(t.lit)
+			if t.flexTail {
+				for pos < len(line) && line[pos] == ' ' {
+					pos++
+				}
+			}
 			continue
 		}
 		var end int
 		switch {
-		case t.stop == nil:
-			end = len(line)
-		case t.quoted:
+		// "-" is what both servers write for a value they do not have
+		// (ident, user, referer): most lines have several, taken without a
+		// search.
+		case t.dashFast && pos+1 < len(line) && line[pos] == '-' &&
+			(t.scan == scanQuoted && line[pos+1] == '"' || t.scan != scanQuoted && bytes.HasPrefix(line[pos+1:], t.key)):
+			end = pos + 1
+		case t.scan == scanQuoted:
 			end = closingQuote(line[pos:])
 			if end < 0 {
 				return errAt(t.name, pos, "no closing quote")
 			}
 			end += pos
-		case len(t.stop) == 1:
-			end = bytes.IndexByte(line[pos:], t.stop[0])
+		case t.scan == scanByte:
+			end = bytes.IndexByte(line[pos:], t.key[0])
 			if end < 0 {
 				return errAt(t.name, pos, fmt.Sprintf("no %q after it", t.stop))
 			}
 			end += pos
-		default:
-			end = bytes.Index(line[pos:], t.stop)
+		case t.scan == scanBytes:
+			end = bytes.Index(line[pos:], t.key)
 			if end < 0 {
 				return errAt(t.name, pos, fmt.Sprintf("no %q after it", t.stop))
 			}
 			end += pos
+		case t.scan == scanEOL:
+			end = len(line)
+		case t.scan == scanWord:
+			end = bytes.IndexByte(line[pos:], ' ')
+			if end < 0 {
+				end = len(line)
+			} else {
+				end += pos
+			}
+		case t.scan == scanFixed:
+			end = pos + t.n
+			if end > len(line) {
+				return errAt(t.name, pos, "not a time in the expected form")
+			}
+		case t.scan == scanList:
+			end = pos + listEnd(line[pos:])
+		case t.scan == scanLayout:
+			n, err := t.layout.parse(line[pos:], &p.tp)
+			if err != nil {
+				return withColumn(err, t.name, pos)
+			}
+			end = pos + n
 		}
-		val := line[pos:end]
-		if t.quoted && bytes.IndexByte(val, '\\') >= 0 {
-			n := len(p.scratch)
-			p.scratch = unescapeLog(p.scratch, val)
-			val = p.scratch[n:]
-		}
-		if err := p.set(t.field, val, h); err != nil {
-			return withColumn(err, t.name, pos)
+		if t.set {
+			val := line[pos:end]
+			if t.trim {
+				for len(val) > 0 && val[len(val)-1] == ' ' {
+					val = val[:len(val)-1]
+				}
+			}
+			if t.unescape && bytes.IndexByte(val, '\\') >= 0 {
+				val = p.unescape(val)
+			}
+			if !(t.dashOK && dash(val)) {
+				if err := p.set(t.field, val, h); err != nil {
+					return withColumn(err, t.name, pos)
+				}
+			}
 		}
 		pos = end
+		// The literal after the value is where the search stopped: take it
+		// here rather than match it again.
+		if t.takeStop || t.scan == scanQuoted && bytes.HasPrefix(line[pos:], t.stop) {
+			pos += len(t.stop)
+			i++
+			if t.stopFlexTail {
+				for pos < len(line) && line[pos] == ' ' {
+					pos++
+				}
+			}
+		}
 	}
-	if pos != len(line) {
+	if pos != len(line) && !(p.tail && line[pos] == ' ') {
 		return errAt("line", pos, "unexpected data after the end of the format")
 	}
+	if p.parts {
+		if err := p.tp.finish(h, p.opts.Location); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// unescape decodes val into scratch and returns the decoded value.
+func (p *Parser) unescape(val []byte) []byte {
+	n := len(p.scratch)
+	if p.esc == escJSON {
+		out, bad := unescapeJSON(p.scratch, val)
+		if bad >= 0 {
+			// Not what nginx writes; keep the value as logged.
+			p.scratch = p.scratch[:n]
+			return val
+		}
+		p.scratch = out
+		return out[n:]
+	}
+	p.scratch = unescapeLog(p.scratch, val)
+	return p.scratch[n:]
+}
+
+// flexPrefix matches lit at the start of b, a space in lit matching one or
+// more spaces in b; it returns the bytes matched or -1.
+func flexPrefix(b, lit []byte) int {
+	i := 0
+	for _, c := range lit {
+		if i >= len(b) || b[i] != c {
+			return -1
+		}
+		i++
+		if c == ' ' {
+			for i < len(b) && b[i] == ' ' {
+				i++
+			}
+		}
+	}
+	return i
+}
+
+// listEnd returns the length of the list at the start of b: up to the first
+// space that neither follows a comma ("a, b") nor surrounds a colon ("a : b").
+func listEnd(b []byte) int {
+	i := 0
+	for {
+		j := bytes.IndexByte(b[i:], ' ')
+		if j < 0 {
+			return len(b)
+		}
+		j += i
+		switch {
+		case j > 0 && b[j-1] == ',':
+			i = j + 1
+		case j+2 < len(b) && b[j+1] == ':' && b[j+2] == ' ':
+			i = j + 3
+		default:
+			return j
+		}
+	}
 }
 
 // fieldAt names the variable next to literal i, for "expected ..." errors: the
@@ -360,6 +634,10 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 			return bad(0, "empty client address")
 		}
 		h.RemoteAddr = v
+	case fPeerAddr:
+		if h.RemoteAddr == nil && len(v) > 0 && !dash(v) {
+			h.RemoteAddr = v
+		}
 	case fRemoteUser:
 		if !dash(v) {
 			h.RemoteUser = v
@@ -369,30 +647,46 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 	case fRequest:
 		splitRequest(v, h)
 	case fMethod:
-		h.Method = v
+		if len(v) > 0 && !dash(v) {
+			h.Method = v
+		}
 	case fRequestURI:
-		setTarget(v, h)
+		if len(v) > 0 && !dash(v) {
+			setTarget(v, h)
+		}
 	case fURI:
-		h.Path = v
+		if len(v) > 0 && !dash(v) {
+			h.Path = v
+			h.Has |= HasRequest
+		}
 	case fArgs:
 		if !dash(v) {
 			h.Query = v
 		}
+	case fQueryQ:
+		if len(v) > 0 && v[0] == '?' {
+			h.Query = v[1:]
+		}
 	case fProtocol:
-		h.Protocol = v
+		if len(v) > 0 && !dash(v) {
+			h.Protocol = v
+		}
 	case fStatus:
 		if len(v) != 3 || v[0] < '1' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9' {
 			return bad(0, "expected a three-digit status")
 		}
 		h.Status = uint16(v[0]-'0')*100 + uint16(v[1]-'0')*10 + uint16(v[2]-'0')
 		h.Has |= HasStatus
-	case fBytes:
+	case fBytes, fBytesTotal:
 		if dash(v) { // Apache's %b for an empty body
 			return nil
 		}
 		n, ok := uint63(v)
 		if !ok {
 			return bad(0, "expected a byte count")
+		}
+		if f == fBytesTotal && h.Has&HasBytes != 0 {
+			return nil // the body's count is the one kept
 		}
 		h.Bytes = n
 		h.Has |= HasBytes
@@ -411,16 +705,77 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 			h.Host = v
 			h.Has |= HasHost
 		}
+	case fHostPort:
+		v = hostOnly(v)
+		if len(v) > 0 && !dash(v) {
+			h.Host = v
+			h.Has |= HasHost
+		}
+	case fForwardedFor:
+		if len(v) > 0 && !dash(v) {
+			h.ForwardedFor = v
+		}
 	case fRequestTime:
 		if dash(v) {
 			return nil
 		}
+		// $upstream_response_time style lists never reach here; a request
+		// time is one number of seconds with a fraction.
 		d, ok := seconds(v)
 		if !ok {
 			return bad(0, "expected seconds such as 0.123")
 		}
 		h.RequestTime = d
 		h.Has |= HasRequestTime
+	case fDurationS, fDurationMS, fDurationUS:
+		if dash(v) {
+			return nil
+		}
+		n, ok := uint63(v)
+		if !ok {
+			return bad(0, "expected a whole number")
+		}
+		unit := time.Second
+		switch f {
+		case fDurationMS:
+			unit = time.Millisecond
+		case fDurationUS:
+			unit = time.Microsecond
+		}
+		if n > int64(1<<62)/int64(unit) {
+			return bad(0, "duration out of range")
+		}
+		h.RequestTime = time.Duration(n) * unit
+		h.Has |= HasRequestTime
+	case fEpochS, fEpochMS, fEpochUS:
+		n, ok := uint63(v)
+		if !ok {
+			return bad(0, "expected a whole number of seconds since 1970")
+		}
+		switch f {
+		case fEpochS:
+			p.tp.epoch, p.tp.epochNanos = n, 0
+		case fEpochMS:
+			p.tp.epoch, p.tp.epochNanos = n/1e3, int32(n%1e3)*1e6
+		case fEpochUS:
+			p.tp.epoch, p.tp.epochNanos = n/1e6, int32(n%1e6)*1e3
+		}
+		p.tp.hasEpoch = true
+	case fFracMS, fFracUS:
+		want := 3
+		if f == fFracUS {
+			want = 6
+		}
+		n, ok := digits(v, 0, want)
+		if !ok || len(v) != want {
+			return bad(0, fmt.Sprintf("expected %d digits of a second", want))
+		}
+		if f == fFracMS {
+			n *= 1e6
+		} else {
+			n *= 1e3
+		}
+		p.tp.frac, p.tp.hasFrac = int32(n), true
 	}
 	return nil
 }

@@ -98,7 +98,16 @@ func TestParseErrorNamesFieldAndColumn(t *testing.T) {
 	}{
 		{"combined", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 2x0 1 "-" "-"`, "status", 59},
 		{"combined", `1.2.3.4 - - [32/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`, "time_local", 14},
-		{"combined", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-" extra`, "line", 72},
+		// A named format ignores what follows a space after its last field;
+		// anything else after it, or anything after a format string, is a reject.
+		{"combined", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"extra`, "line", 72},
+		{`$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`,
+			`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-" extra`, "line", 72},
+		{"combined", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] 200 1 "-" "-"`, "time_local", 40},
+		{"combined", `1.2.3.4 - - "GET / HTTP/1.1" 200 1 "-" "-"`, "remote_user", 11},
+		{`%h %l %u %t "%r" %>s %b`, `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 20 1`, "%>s", 59},
+		{`%h %{%Y-%m-%d %T}t "%r" %>s`, `1.2.3.4 2026-11-22 10:0:00 "GET / HTTP/1.1" 200`, "%{%Y-%m-%d %T}t", 23},
+		{`%h %t "%r" %>s %D`, `1.2.3.4 [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 0.5`, "%D", 59},
 		{"combined", "", "line", 1},
 		{"json", `{"time":"2026-11-22T10:00:00Z","status":"abc"}`, "status", 42},
 		{"json", `{"time":"2026-11-22T10:00:00Z"`, "json", 31},

@@ -185,7 +185,8 @@ func (c *cursor) end() error {
 const (
 	tkHAProxy field = 100 + iota
 	tkW3C
-	tkCaddy
+	tkCaddy    // ts as a JSON number
+	tkCaddyStr // ts as a JSON string: "0" is not 0 (a string is read by its form)
 	tkMicros
 )
 

@@ -278,3 +278,21 @@ func TestServerFields(t *testing.T) {
 		})
 	}
 }
+
+// A Caddy ts written as a string is read by its form, a number as Unix
+// seconds: the time cache must not take "0" for 0 because the last line's
+// number had the same bytes.
+func TestCaddyTimeCacheKeepsStringAndNumberApart(t *testing.T) {
+	const num = `{"ts":0,"request":{"remote_ip":"1.2.3.4","method":"GET","uri":"/","proto":"HTTP/1.1","host":"a"},"status":200,"size":1}`
+	const str = `{"ts":"0","request":{"remote_ip":"1.2.3.4","method":"GET","uri":"/","proto":"HTTP/1.1","host":"a"},"status":200,"size":1}`
+	var h Hit
+	fresh, _ := New("caddy")
+	wantErr := fresh.Parse([]byte(str), &h) != nil
+	p, _ := New("caddy")
+	if err := p.Parse([]byte(num), &h); err != nil {
+		t.Fatalf("number ts: %v", err)
+	}
+	if gotErr := p.Parse([]byte(str), &h) != nil; gotErr != wantErr {
+		t.Fatalf("string ts after a number ts: rejected=%v, a fresh parser: rejected=%v", gotErr, wantErr)
+	}
+}

@@ -93,7 +93,12 @@ func (s *Sink) createOnServer(ctx context.Context, addr string, stmts []string) 
 		return err
 	}
 	defer conn.Close()
-	return createOn(ctx, conn, s.db, stmts)
+	missing, err := createOn(ctx, conn, s.db, stmts)
+	if err == nil && len(missing) > 0 {
+		s.logger().Warn("a replica's tables lack columns of the schema", "replica", addr)
+		s.logMissingColumns(missing)
+	}
+	return err
 }
 
 // serverConn connects to the one server at addr, within the dial timeout.
@@ -177,5 +182,9 @@ func (s *Sink) repairSchema(ctx context.Context) error {
 	defer s.repairMu.Unlock()
 	stmts := s.schemaStatements()
 	s.createOnReplicas(ctx, stmts)
-	return createOn(ctx, s.conn, s.db, stmts)
+	missing, err := createOn(ctx, s.conn, s.db, stmts)
+	if err == nil {
+		s.noteColumns(missing)
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -26,6 +27,23 @@ import (
 // so of two collectors claiming a source at the same moment at least the
 // later reader sees the other; the residue (inserts that overlap, a replica
 // that lags) is caught by the next refresh.
+//
+// The same records carry the collector's word on completeness (issue 19): a
+// window of a site with few hits looks the same as a collector that is down
+// or behind, so the sweeper evaluates below and no_traffic rules only on
+// windows the collectors say they have committed. caught_up is the store's
+// time at which the collector last had every line of the source committed
+// (its reader at the end of the file, no batch of it pending or in flight,
+// when the round began); otherwise the last such time it knew. A claim that
+// every line written before T is committed stays true, so the sweeper takes
+// the largest value ever written for a source, by any collector. A source
+// read to its end and given up for good (a rotated file finished, a file
+// gone) is caught up for ever (CaughtUpForever). Each collector also writes
+// one record per site it reads (SiteRecordID), refreshed with the others:
+// it says the collector is there for that site even when none of its files
+// has a line yet (a log emptied by rotation has no source id until its
+// first line), so a live collector with nothing to read is not mistaken for
+// one that is gone.
 
 // Claim is one collector's records, written in one insert.
 type Claim struct {
@@ -47,6 +65,38 @@ type ClaimedSource struct {
 	// Release gives the source up (a collector stopping, a file gone):
 	// the record no longer counts as live.
 	Release bool
+	// CaughtUp: every line of the source was committed when the round
+	// began: caught_up is the round's time. Otherwise it is LastCaughtUp
+	// (zero: never known), or CaughtUpForever when Finished.
+	CaughtUp     bool
+	LastCaughtUp time.Time
+	// Finished: the source is read to its end and given up for good (a
+	// rotated file finished, a file gone): caught up for ever.
+	Finished bool
+}
+
+// CaughtUpForever is the caught_up of a source that will never have
+// another line: a finished rotated file, a file gone.
+var CaughtUpForever = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// caughtUpNever is the caught_up of a source never known to be caught up
+// (the column's default too).
+var caughtUpNever = time.Unix(0, 0).UTC()
+
+// SiteRecordID is the source id of a collector's record of a site as a
+// whole (see above): a hash no fingerprint of a file's first line is
+// expected to meet (both are 64-bit hashes of different inputs).
+func SiteRecordID(site string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte("hitcount site record\x00"))
+	h.Write([]byte(site))
+	return h.Sum64()
+}
+
+// SiteRecord is a collector's record of a site it reads (paths: the
+// configured globs of that site, for operators), caught up as of the round.
+func SiteRecord(site, paths string) ClaimedSource {
+	return ClaimedSource{ID: SiteRecordID(site), Site: site, Path: paths, CaughtUp: true}
 }
 
 // Owner is a live record of a source: a collector that ships it or waits
@@ -62,7 +112,11 @@ type Owner struct {
 
 // OwnersColumns are the columns an insert into source_owners writes, in
 // ClaimRows order.
-const OwnersColumns = "source_id, site, collector, host, path, started, seen, released"
+const OwnersColumns = ownersLegacyColumns + ", caught_up"
+
+// ownersLegacyColumns are those of a table made before caught_up, which
+// Migrate could not bring up to the schema (columns.go).
+const ownersLegacyColumns = "source_id, site, collector, host, path, started, seen, released"
 
 // ReleasesOnly reports whether c only gives sources up: nothing to read
 // back (a collector stopping need not wait for its replica).
@@ -88,7 +142,16 @@ func ClaimRows(c Claim, now time.Time) [][]any {
 		if s.Release {
 			released = 1
 		}
-		rows = append(rows, []any{s.ID, s.Site, c.Collector, c.Host, s.Path, started, now, released})
+		caught := s.LastCaughtUp
+		switch {
+		case s.Finished:
+			caught = CaughtUpForever
+		case s.CaughtUp:
+			caught = now
+		case caught.IsZero():
+			caught = caughtUpNever
+		}
+		rows = append(rows, []any{s.ID, s.Site, c.Collector, c.Host, s.Path, started, now, released, caught})
 	}
 	return rows
 }
@@ -134,8 +197,15 @@ func (s *Sink) ClaimSources(ctx context.Context, c Claim) (time.Time, []Owner, e
 		return now, nil, fmt.Errorf("claim sources: the store's time: %w", err)
 	}
 	rows := ClaimRows(c, now)
+	columns := OwnersColumns
+	if s.ownersLegacy.Load() {
+		columns = ownersLegacyColumns
+		for i := range rows {
+			rows[i] = rows[i][:len(rows[i])-1]
+		}
+	}
 	insert := func() error {
-		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("source_owners")+" ("+OwnersColumns+")")
+		batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("source_owners")+" ("+columns+")")
 		if err != nil {
 			return err
 		}

@@ -114,7 +114,9 @@ ORDER BY (site, inserted)` + hitsSettings),
 ) ENGINE = ReplacingMergeTree(seen)
 ORDER BY (site, source_id)`),
 		// source_owners: which collector ships each source, so a second
-		// one on the same file leaves it alone (owners.go).
+		// one on the same file leaves it alone (owners.go), and until when
+		// it has committed all of it (caught_up: the completeness of a
+		// site's windows for the sweeper).
 		q(`CREATE TABLE IF NOT EXISTS {db}.source_owners (
 	source_id UInt64,
 	site String,
@@ -123,7 +125,8 @@ ORDER BY (site, source_id)`),
 	path String,
 	started DateTime,
 	seen DateTime,
-	released UInt8
+	released UInt8,
+	caught_up DateTime
 ) ENGINE = ReplacingMergeTree(seen)
 ORDER BY (source_id, collector)`),
 		q(`CREATE TABLE IF NOT EXISTS {db}.ingest_progress (
@@ -208,7 +211,9 @@ FROM {db}.hits GROUP BY day, site, host, path, method, status, bot`),
 	attempts UInt32,
 	message_id String,
 	error String,
-	updated DateTime
+	updated DateTime,
+	kind String,
+	note String
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY key`),
 		// sweeps: one row per finished sweep; the latest watermark is where the
@@ -271,10 +276,25 @@ func (s *Sink) create(ctx context.Context) error {
 	if s.cluster != "" {
 		s.createOnReplicas(ctx, stmts)
 	}
-	if err := createOn(ctx, s.conn, s.db, stmts); err != nil {
+	missing, err := createOn(ctx, s.conn, s.db, stmts)
+	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	s.noteColumns(missing)
 	return nil
+}
+
+// noteColumns records which added columns the tables of the server the
+// pool reaches lack (addColumns), and says so.
+func (s *Sink) noteColumns(missing map[string]string) {
+	caughtUp := true
+	for col := range missing {
+		if strings.HasSuffix(col, ".caught_up") {
+			caughtUp = false
+		}
+	}
+	s.ownersLegacy.Store(!caughtUp)
+	s.logMissingColumns(missing)
 }
 
 // schemaStatements are the statements of the sink's schema: the server's,
@@ -288,11 +308,12 @@ func (s *Sink) schemaStatements() []string {
 }
 
 // createOn runs on conn's server each of stmts that creates an object of
-// database db the server does not have.
-func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) error {
+// database db the server does not have, then adds to its tables the
+// columns they lack (addColumns), and returns those it could not add.
+func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) (map[string]string, error) {
 	have, err := existing(ctx, conn, db)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, stmt := range stmts {
 		if m := objectRE.FindStringSubmatch(stmt); m != nil && have[m[1]] {
@@ -300,10 +321,27 @@ func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) 
 		}
 		if err := conn.Exec(ctx, stmt); err != nil {
 			first, _, _ := strings.Cut(stmt, "(")
-			return fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
+			return nil, fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
 		}
 	}
-	return nil
+	cols := func(ctx context.Context) (map[string]bool, error) {
+		out := map[string]bool{}
+		rows, err := conn.Query(ctx, ColumnsQuery, db)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return nil, err
+			}
+			out[n] = true
+		}
+		return out, rows.Err()
+	}
+	exec := func(ctx context.Context, stmt string) error { return conn.Exec(ctx, stmt) }
+	return addColumns(ctx, cols, exec, db, stmts)
 }
 
 // objectRE finds what a schema statement creates: a database or db.table.

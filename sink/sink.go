@@ -68,6 +68,9 @@ type Sink struct {
 	opts     Options // as opened, defaults filled: cluster mode connects to each replica with them
 	comp     *clickhouse.Compression
 	repairMu sync.Mutex // one schema repair at a time (cluster_schema.go)
+	// ownersLegacy: Migrate found source_owners without caught_up and could
+	// not add it (columns.go): records are written without it.
+	ownersLegacy atomic.Bool
 }
 
 var hitsColumns = HitsColumns

@@ -114,6 +114,9 @@ func runJob(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, w := range append(cfg.Warnings(), cfg.SourceWarnings()...) {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
 		}
+		for _, r := range cfg.Rules {
+			fmt.Fprintf(stdout, "rule %s: %s; %d recipient(s)\n", r.Name, alerts.Explain(r), len(r.To))
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d sources, %d rules)\n", *c.config, len(cfg.Sources), len(cfg.Rules))
 		return 0
 	}

@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "warning: "+w.Error())
 		}
 		for _, r := range cfg.Rules {
-			fmt.Fprintf(stdout, "rule %s: path %s, window %s (%s), %d recipient(s)\n", r.Name, r.Match.Path, r.Window, r.Location, len(r.To))
+			fmt.Fprintf(stdout, "rule %s: %s; %d recipient(s)\n", r.Name, alerts.Explain(r), len(r.To))
 		}
 		fmt.Fprintf(stdout, "%s: ok (%d rules)\n", *configPath, len(cfg.Rules))
 		if *checkSMTP {

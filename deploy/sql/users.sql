@@ -51,6 +51,9 @@ GRANT SELECT ON hitcount.hits_1m TO sweeper;
 GRANT SELECT ON hitcount.hits_1d TO sweeper;
 GRANT SELECT ON hitcount.crossings TO sweeper;
 GRANT SELECT ON hitcount.sweeps TO sweeper;
+-- below and no_traffic rules wait for complete windows: how far each
+-- collector has committed its files (source_owners.caught_up).
+GRANT SELECT ON hitcount.source_owners TO sweeper;
 GRANT INSERT ON hitcount.crossings TO sweeper;
 GRANT INSERT ON hitcount.sweeps TO sweeper;
 -- With sweep.claims: keepermap (ClickHouse >= 23 with Keeper), the claims are

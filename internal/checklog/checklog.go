@@ -20,6 +20,7 @@ import (
 
 	"github.com/hitcount/hitcount/internal/lines"
 	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
 )
 
 // Options tune a check.
@@ -186,6 +187,11 @@ func Check(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 			if len(rejected) < rejectSample && len(line) <= rejectSampleMax {
 				rejected = append(rejected, bytes.Clone(line))
 			}
+		} else if h.Unix < sink.MinUnix || h.Unix > sink.MaxUnix {
+			// A collector rejects it too (sink.Batch.AddLine): the stores
+			// cannot hold the time, so it is no hit here either.
+			rep.Rejected++
+			rep.addReject(opts.MaxRejects, off, sink.TimeRangeReason(h.Unix), line)
 		} else {
 			rep.Parsed++
 			t.add(&h)

@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hitcount/hitcount/sink"
 )
 
 // writeLog writes a combined log with a known mix: wantPaths counts the good
@@ -157,5 +160,38 @@ func TestCheckCancels(t *testing.T) {
 	data, _, _ := writeLog(t, 100)
 	if _, err := Check(ctx, bytes.NewReader(data), Options{Format: "combined"}); err == nil {
 		t.Fatal("a cancelled check returned no error")
+	}
+}
+
+// A line whose time the store cannot hold is a reject, with the reason the
+// collector records, not a parsed line.
+func TestTimeOutsideTheStoreIsAReject(t *testing.T) {
+	log := strings.Join([]string{
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET /ok HTTP/1.1" 200 1 "-" "-"`,
+		`1.2.3.4 - - [31/Dec/1969:23:59:59 +0000] "GET /before-1970 HTTP/1.1" 200 1 "-" "-"`,
+		`1.2.3.4 - - [01/Jan/0001:00:00:00 +0000] "GET /year-1 HTTP/1.1" 200 1 "-" "-"`,
+		`1.2.3.4 - - [06/Feb/2106:00:00:00 +0000] "GET /after-2106 HTTP/1.1" 200 1 "-" "-"`,
+		`1.2.3.4 - - [31/Dec/9999:23:59:59 +0000] "GET /year-9999 HTTP/1.1" 200 1 "-" "-"`,
+		`1.2.3.4 - - [05/Feb/2106:23:59:59 +0000] "GET /last-second HTTP/1.1" 200 1 "-" "-"`,
+	}, "\n") + "\n"
+	rep, err := Check(context.Background(), strings.NewReader(log), Options{Format: "combined"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != 6 || rep.Parsed != 2 || rep.Rejected != 4 {
+		t.Errorf("lines %d parsed %d rejected %d, want 6 2 4", rep.Lines, rep.Parsed, rep.Rejected)
+	}
+	wantTimes := []string{"1969-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2106-02-06T00:00:00Z", "9999-12-31T23:59:59Z"}
+	if len(rep.FirstRejects) != len(wantTimes) {
+		t.Fatalf("rejects %+v", rep.FirstRejects)
+	}
+	for i, r := range rep.FirstRejects {
+		tm, _ := time.Parse(time.RFC3339, wantTimes[i])
+		if want := sink.TimeRangeReason(tm.Unix()); r.Reason != want || r.Line != int64(i+2) {
+			t.Errorf("reject %d: line %d %q, want line %d %q", i, r.Line, r.Reason, i+2, want)
+		}
+	}
+	if rep.LastTime != "2106-02-05T23:59:59Z" {
+		t.Errorf("last time %s, want the last storable second", rep.LastTime)
 	}
 }

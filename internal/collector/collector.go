@@ -238,7 +238,7 @@ func New(ins Inserter, opts Options) (*Collector, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	c.own = newOwnership(ins, opts.Logger, opts.Metrics, id, host, opts.OwnersRefresh)
+	c.own = newOwnership(ins, opts.Logger, opts.Metrics, id, host, opts.OwnersRefresh, opts.Sources)
 	return c, nil
 }
 
@@ -313,7 +313,7 @@ func (c *Collector) Run(ctx context.Context) error {
 			defer w.Close()
 		}
 	}
-	go c.own.loop(ctx)
+	c.own.start(ctx)
 	// After the last batches are committed (wg.Wait, deferred below, runs
 	// first): the next collector in line then resumes after them.
 	defer c.own.releaseAll(context.WithoutCancel(ctx))

@@ -49,6 +49,26 @@ import (
 // or cannot fetch each other's parts), both ship the file until the first
 // refresh that sees both records, one interval after the replicas have
 // them; then one of them stops.
+//
+// The records also carry how far each file is committed (caught_up, see
+// sink/owners.go), which the sweeper's below and no_traffic rules wait for:
+//
+//   - A file this collector ships is caught up at a round when its reader
+//     last found the end of the data at the file's size now and no batch of
+//     it is being filled, waits or is in flight (shipper.caughtUp, read as
+//     the round begins); its record then says the round's time (the store's
+//     clock), else the last time it did.
+//   - A file read to its end and given up (closed finished, or gone from
+//     disk: prune) is released as caught up for ever; one released because
+//     the collector stops keeps its last time, so a collector that stops
+//     holds its sites' windows until it is back (or the sweeper forgets it).
+//   - Every refresh also writes one record per configured site
+//     (sink.SiteRecord): this collector is there for the site, even with no
+//     file holding a line yet.
+//
+// The time is read a little before the store stamps it (the round's
+// insert): sweep.lateness, at least a minute, covers that, as it covers the
+// web server's buffered log writes and the wait for the reader to wake.
 
 const (
 	// defaultOwnersRefresh is how often records are rewritten and read.
@@ -92,6 +112,11 @@ type ownEntry struct {
 	other  sink.Owner // waiting: who ships the file
 	logged time.Time  // waiting: when last logged
 	yield  func()     // shipping: stops the shipper at its next batch
+	// caught reports whether every line of the file is committed (the
+	// shipper's caughtUp); nil when no shipper reads it.
+	caught func() bool
+	// caughtAt is the last caught_up written (the store's clock).
+	caughtAt time.Time
 }
 
 // claimReq is a file at open waiting for its round.
@@ -107,6 +132,11 @@ type ownership struct {
 	m          *Metrics
 	id, host   string
 	every, win time.Duration
+	// sites are this collector's records of the sites it reads
+	// (sink.SiteRecord), rewritten at every refresh.
+	sites []sink.ClaimedSource
+	// done is closed when the collector's run ends (start).
+	done <-chan struct{}
 
 	kick  chan struct{}
 	round sync.Mutex // one round at a time
@@ -120,9 +150,65 @@ type ownership struct {
 	uncheckedLogged time.Time
 }
 
-func newOwnership(ins Inserter, log *slog.Logger, m *Metrics, id, host string, every time.Duration) *ownership {
-	return &ownership{ins: ins, log: log, m: m, id: id, host: host, every: every, win: ownersWindow * every,
+func newOwnership(ins Inserter, log *slog.Logger, m *Metrics, id, host string, every time.Duration, sources []Source) *ownership {
+	globs := map[string][]string{}
+	var sites []string
+	for _, src := range sources {
+		if globs[src.Site] == nil {
+			sites = append(sites, src.Site)
+		}
+		globs[src.Site] = append(globs[src.Site], src.Glob)
+	}
+	o := &ownership{ins: ins, log: log, m: m, id: id, host: host, every: every, win: ownersWindow * every,
 		kick: make(chan struct{}, 1), entries: map[uint64]*ownEntry{}, aliases: map[uint64]uint64{}}
+	for _, site := range sites {
+		o.sites = append(o.sites, sink.SiteRecord(site, strings.Join(globs[site], " ")))
+	}
+	return o
+}
+
+// caughtUp reports whether every line written to the file so far is
+// committed: the reader last found the end of the data at the file's size
+// now, and no batch of the source is being filled, waiting or in flight
+// (a batch is in unshipped from its first line until it is released). A
+// gzipped file is never: it is caught up once finished (released so).
+func (s *shipper) caughtUp() bool {
+	if s.id.Gzip || s.reader == nil {
+		return false
+	}
+	fi, err := s.reader.File().Stat()
+	if err != nil || fi.Size() != s.endAt.Load() {
+		return false
+	}
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for b := range c.unshipped {
+		if b.SourceID == s.id.ID {
+			return false
+		}
+	}
+	return true
+}
+
+// start runs the rounds (loop) until ctx ends: the collector's run. A file
+// closed once ctx has ended is not finished for good, whatever it was read
+// to: the collector stops (closed).
+func (o *ownership) start(ctx context.Context) {
+	o.mu.Lock()
+	o.done = ctx.Done()
+	o.mu.Unlock()
+	go o.loop(ctx)
+}
+
+// stopping reports whether the collector's run has ended; o.mu is held.
+func (o *ownership) stopping() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // loop runs a round for the files opening (kicked by claim) and one for
@@ -160,7 +246,7 @@ func (o *ownership) claim(ctx context.Context, s *shipper, opened uint64) error 
 		if opened != e.id {
 			o.aliases[opened] = e.id
 		}
-		e.yield = s.yield
+		e.yield, e.caught = s.yield, s.caughtUp
 		r := &claimReq{e: e, done: make(chan error, 1)}
 		o.pending = append(o.pending, r)
 		o.mu.Unlock()
@@ -196,10 +282,12 @@ func (o *ownership) closed(id uint64, finished bool) {
 	if e == nil || e.state == ownWaiting {
 		return // a file that yielded waits in line
 	}
-	e.yield = nil
+	e.yield, e.caught = nil, nil
 	if finished {
 		o.forget(e)
-		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true})
+		// Read to its end when the collector stops is not finished: the
+		// live file goes on being written, unread (its caught_up stays).
+		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true, Finished: !o.stopping(), LastCaughtUp: e.caughtAt})
 		return
 	}
 	e.state = ownIdle
@@ -235,7 +323,8 @@ func (o *ownership) prune(present map[uint64]bool) {
 			continue
 		}
 		o.forget(e)
-		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true})
+		// Gone from disk: no line of it will be read again, by anyone.
+		o.gone = append(o.gone, sink.ClaimedSource{ID: id, Site: e.site, Path: e.path, Release: true, Finished: true})
 	}
 	o.gauge()
 }
@@ -266,21 +355,33 @@ func (o *ownership) runRound(ctx context.Context, refresh bool) {
 	}
 	t0 := time.Now()
 	claim := sink.Claim{Collector: o.id, Host: o.host, Window: o.win}
-	for _, e := range entries {
+	caught := make([]func() bool, len(entries))
+	for i, e := range entries {
 		if !e.written.IsZero() && t0.Sub(e.written) > o.win {
 			// Not rewritten for the window: to the others the claim has
 			// lapsed, and another collector may have taken the file. A
 			// new claim, behind any such.
 			e.started = time.Time{}
 		}
-		claim.Sources = append(claim.Sources, sink.ClaimedSource{ID: e.id, Site: e.site, Path: e.path, Started: e.started})
+		if e.state == ownShipping {
+			caught[i] = e.caught
+		}
+		claim.Sources = append(claim.Sources, sink.ClaimedSource{ID: e.id, Site: e.site, Path: e.path, Started: e.started, LastCaughtUp: e.caughtAt})
 	}
 	gone := o.gone
 	o.gone = nil
 	claim.Sources = append(claim.Sources, gone...)
+	if refresh {
+		claim.Sources = append(claim.Sources, o.sites...)
+	}
 	o.mu.Unlock()
 	if len(claim.Sources) == 0 {
 		return
+	}
+	// Outside o.mu: caughtUp takes the collector's lock, which is held
+	// when a finishing shipper calls closed.
+	for i, f := range caught {
+		claim.Sources[i].CaughtUp = f != nil && f()
 	}
 	rctx, cancel := context.WithTimeout(ctx, max(o.every, 30*time.Second))
 	now, owners, err := o.ins.ClaimSources(rctx, claim)
@@ -313,7 +414,10 @@ func (o *ownership) runRound(ctx context.Context, refresh bool) {
 	results := map[*ownEntry]error{}
 	var redated []sink.ClaimedSource
 	o.mu.Lock()
-	for _, e := range entries {
+	for i, e := range entries {
+		if claim.Sources[i].CaughtUp {
+			e.caughtAt = now
+		}
 		fresh := e.started.IsZero()
 		if fresh {
 			e.started = now
@@ -454,7 +558,13 @@ func (o *ownership) releaseAll(ctx context.Context) {
 	o.mu.Lock()
 	claim := sink.Claim{Collector: o.id, Host: o.host, Window: o.win, Sources: o.gone}
 	for _, e := range o.entries {
-		claim.Sources = append(claim.Sources, sink.ClaimedSource{ID: e.id, Site: e.site, Path: e.path, Release: true})
+		// Released, not finished: the file may have lines this collector
+		// did not read, so its sites' windows wait (caught_up stays).
+		claim.Sources = append(claim.Sources, sink.ClaimedSource{ID: e.id, Site: e.site, Path: e.path, Release: true, LastCaughtUp: e.caughtAt})
+	}
+	for _, site := range o.sites {
+		site.Release = true
+		claim.Sources = append(claim.Sources, site)
 	}
 	o.entries, o.aliases, o.gone = map[uint64]*ownEntry{}, map[uint64]uint64{}, nil
 	o.gauge()

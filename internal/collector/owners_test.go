@@ -121,7 +121,7 @@ func (s *ownersStore) ClaimSources(_ context.Context, c sink.Claim) (time.Time, 
 func TestOwnershipStates(t *testing.T) {
 	t0 := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
 	st := &ownersStore{now: t0, others: []sink.Owner{{Source: 7, Collector: "a", Started: t0.Add(-time.Hour)}}}
-	o := newOwnership(st, slog.New(slog.DiscardHandler), nil, "b", "host-b", time.Minute)
+	o := newOwnership(st, slog.New(slog.DiscardHandler), nil, "b", "host-b", time.Minute, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go o.loop(ctx)

@@ -97,6 +97,9 @@ type shipper struct {
 	// yielded: another collector ships the file (owners.go); read() stops
 	// at its next batch.
 	yielded atomic.Bool
+	// endAt is where the reader last found the end of the written data
+	// (owners.go: caughtUp).
+	endAt atomic.Int64
 }
 
 // yield tells read() to stop: another collector claimed the file first.
@@ -213,6 +216,7 @@ func (s *shipper) read(ctx context.Context) {
 			return
 		}
 		// At the end of what is written so far.
+		s.endAt.Store(s.reader.Offset())
 		s.replayUntil = -1
 		if progress != nil {
 			progress.Set(s.reader.Offset())

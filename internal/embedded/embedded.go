@@ -104,7 +104,8 @@ func (s *Store) Version(ctx context.Context) (sink.Version, error) {
 	return v, nil
 }
 
-// Migrate creates what is missing of the schema, gives each table an insert
+// Migrate creates what is missing of the schema, adds the columns added
+// since a table was made (sink.AddColumns), gives each table an insert
 // writes that lacks non_replicated_deduplication_window (created by an older
 // hitcount) the setting, and reads whether they all deduplicate
 // (Deduplicates).
@@ -118,6 +119,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 			first, _, _ := strings.Cut(stmt, "(")
 			return fmt.Errorf("embedded store: migrate: %s: %w", strings.TrimSpace(first), err)
 		}
+	}
+	// Tables made by an older hitcount lack the columns added since; the
+	// engine's user may alter anything, so none stays missing.
+	missing, err := sink.AddColumns(ctx, s, s.e.Exec, s.db, v)
+	if err != nil {
+		return fmt.Errorf("embedded store: migrate: %w", err)
+	}
+	for col, why := range missing {
+		return fmt.Errorf("embedded store: migrate: add column %s: %s", col, why)
 	}
 	return s.checkDedup(ctx, true)
 }

@@ -223,8 +223,12 @@ func (s *Sweep) passes(ctx context.Context, dryRun bool, out io.Writer) error {
 		}
 		if dryRun {
 			for _, r := range res.Detected {
-				fmt.Fprintf(out, "would record: rule %s page %s%s threshold %d window %s count %d\n",
-					r.Rule, r.Site, r.Path, r.Threshold, r.WindowStart.Format(time.RFC3339), r.Count)
+				fmt.Fprintln(out, s.sw.Describe(r))
+			}
+			// What each below and no_traffic rule evaluated, or why it
+			// is held.
+			for _, n := range res.Notes {
+				fmt.Fprintln(out, n)
 			}
 			fmt.Fprintf(out, "dry run: %d new crossings, %d waiting to be sent\n", len(res.Detected), res.Pending)
 			return nil

@@ -1,0 +1,294 @@
+package alerts
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The store's side of below and no_traffic rules: reads of the per-minute
+// and per-day rollups whose cost follows the pages a rule watches and the
+// windows it evaluates, never the hits stored (hits_1m and hits_1d are
+// ordered by site, path and time).
+
+// activePage is a page with hits in a rule's active_within.
+type activePage struct {
+	Path              string
+	FirstDay, LastDay time.Time // UTC days with hits, within the range read
+}
+
+// ActivePages lists the pages of site with a hit matching r's filters on
+// or after the day of since (hits_1d: UTC days), with their first and last
+// such day. Paths longer than maxPath come back cut, flagged by their
+// length, and are left out: the sweeper does not count them (see maxPath).
+func (s *Store) ActivePages(ctx context.Context, r *Rule, site string, since time.Time) ([]activePage, error) {
+	f, fargs := filters(r)
+	q := "SELECT if(length(path) <= ?, path, substring(path, 1, 256)), length(path), min(day), max(day) FROM " + s.dbName +
+		".hits_1d WHERE site = ? AND day >= toDate(?)" + f + " GROUP BY path ORDER BY path"
+	args := append([]any{uint64(maxPath), site, since.UTC().Format("2006-01-02")}, fargs...)
+	var out []activePage
+	long := 0
+	err := s.db.Select(ctx, q, args, func(scan func(...any) error) error {
+		var p activePage
+		var n uint64
+		if err := scan(&p.Path, &n, &p.FirstDay, &p.LastDay); err != nil {
+			return err
+		}
+		if n > maxPath {
+			long++
+			return nil
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the active pages of %s for rule %s: %w", site, r.Name, err)
+	}
+	return out, nil
+}
+
+// windowIndex is SQL for the 1-based index of the window holding minute,
+// among consecutive windows starting at starts: how many start at or
+// before it. The list is numbers the sweeper computed (daylight saving
+// makes windows of one size start at irregular offsets), not data.
+func windowIndex(starts []time.Time) string {
+	var b strings.Builder
+	b.WriteString("toUInt64(arrayCount(x -> x <= toUInt32(minute), [")
+	for i, t := range starts {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(t.Unix(), 10))
+	}
+	b.WriteString("]))")
+	return b.String()
+}
+
+// windowCount is one page's count in one window.
+type windowCount struct {
+	Hits  int64
+	First time.Time // the first minute with hits in the window
+}
+
+// WindowCounts returns, for each path (or, whole, the site's total under
+// ""), the hits in each of the consecutive windows starting at starts and
+// ending at end, by window index (0-based); windows without hits are left
+// out.
+func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []string, whole bool, starts []time.Time, end time.Time) (map[string]map[int]windowCount, error) {
+	out := map[string]map[int]windowCount{}
+	if len(starts) == 0 {
+		return out, nil
+	}
+	f, fargs := filters(r)
+	idx := windowIndex(starts)
+	run := func(q string, args []any) error {
+		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+			var p string
+			var w, n uint64
+			var first time.Time
+			if err := scan(&p, &w, &n, &first); err != nil {
+				return err
+			}
+			if w < 1 || int(w) > len(starts) {
+				return nil
+			}
+			if out[p] == nil {
+				out[p] = map[int]windowCount{}
+			}
+			out[p][int(w)-1] = windowCount{Hits: int64(n), First: first}
+			return nil
+		})
+	}
+	if whole {
+		q := "SELECT '' AS p, " + idx + " AS w, sum(hits), min(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, w"
+		if err := run(q, []any{site, starts[0].Unix(), end.Unix()}); err != nil {
+			return nil, fmt.Errorf("count the windows of %s for rule %s: %w", site, r.Name, err)
+		}
+		return out, nil
+	}
+	for _, part := range chunks(paths, maxBound) {
+		q := "SELECT path, " + idx + " AS w, sum(hits), min(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, w"
+		if err := run(q, []any{site, inSet(part), starts[0].Unix(), end.Unix()}); err != nil {
+			return nil, fmt.Errorf("count the windows of %d pages for rule %s: %w", len(part), r.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// LastHits returns, for each path (or, whole, the site under ""), the last
+// minute with a hit in [from, to).
+func (s *Store) LastHits(ctx context.Context, r *Rule, site string, paths []string, whole bool, from, to time.Time) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	f, fargs := filters(r)
+	run := func(q string, args []any) error {
+		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+			var p string
+			var last time.Time
+			var n uint64
+			if err := scan(&p, &last, &n); err != nil {
+				return err
+			}
+			if n > 0 {
+				out[p] = last
+			}
+			return nil
+		})
+	}
+	if whole {
+		q := "SELECT '' AS p, max(minute), count() FROM " + s.dbName + ".hits_1m WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p"
+		if err := run(q, []any{site, from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the last hit of %s for rule %s: %w", site, r.Name, err)
+		}
+		return out, nil
+	}
+	for _, part := range chunks(paths, maxBound) {
+		q := "SELECT path, max(minute), count() FROM " + s.dbName + ".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
+		if err := run(q, []any{site, inSet(part), from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the last hits of %d pages for rule %s: %w", len(part), r.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// hitSpan is the first and last minute with a hit in a bucket of time.
+type hitSpan struct {
+	First, Last time.Time
+}
+
+// HitSpans returns, for each path (or, whole, the site under ""), the
+// first and last minute with a hit of each bucket of size (aligned on the
+// epoch) in [from, to) that has one, in order: a silence of size or more
+// lies between two of them, never inside one. Rows: the paths times the
+// buckets of the range, whatever the hits.
+func (s *Store) HitSpans(ctx context.Context, r *Rule, site string, paths []string, whole bool, from, to time.Time, size time.Duration) (map[string][]hitSpan, error) {
+	out := map[string][]hitSpan{}
+	f, fargs := filters(r)
+	bucket := uint64(max(size, time.Minute) / time.Second)
+	run := func(q string, args []any) error {
+		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+			var p string
+			var b uint64
+			var span hitSpan
+			if err := scan(&p, &b, &span.First, &span.Last); err != nil {
+				return err
+			}
+			out[p] = append(out[p], span)
+			return nil
+		})
+	}
+	if whole {
+		q := "SELECT '' AS p, toUInt64(intDiv(toUInt32(minute), ?)) AS b, min(minute), max(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, b ORDER BY p, b"
+		if err := run(q, []any{bucket, site, from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the hits of %s for rule %s: %w", site, r.Name, err)
+		}
+		return out, nil
+	}
+	for _, part := range chunks(paths, maxBound) {
+		q := "SELECT path, toUInt64(intDiv(toUInt32(minute), ?)) AS b, min(minute), max(minute) FROM " + s.dbName +
+			".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, b ORDER BY path, b"
+		if err := run(q, []any{bucket, site, inSet(part), from.Unix(), to.Unix()}); err != nil {
+			return nil, fmt.Errorf("read the hits of %d pages for rule %s: %w", len(part), r.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// LastHitDays returns, for each path (or, whole, the site under ""), the
+// last UTC day before the day of before with a hit: where to look for the
+// last hit of a page silent for longer than the minutes read.
+func (s *Store) LastHitDays(ctx context.Context, r *Rule, site string, paths []string, whole bool, before time.Time) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	f, fargs := filters(r)
+	day := before.UTC().Format("2006-01-02")
+	run := func(q string, args []any) error {
+		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+			var p string
+			var last time.Time
+			var n uint64
+			if err := scan(&p, &last, &n); err != nil {
+				return err
+			}
+			if n > 0 {
+				out[p] = last
+			}
+			return nil
+		})
+	}
+	if whole {
+		q := "SELECT '' AS p, max(day), count() FROM " + s.dbName + ".hits_1d WHERE site = ? AND day <= toDate(?)" + f + " GROUP BY p"
+		if err := run(q, []any{site, day}); err != nil {
+			return nil, fmt.Errorf("read the last day with hits of %s for rule %s: %w", site, r.Name, err)
+		}
+		return out, nil
+	}
+	for _, part := range chunks(paths, maxBound) {
+		q := "SELECT path, max(day), count() FROM " + s.dbName + ".hits_1d WHERE site = ? AND path IN ? AND day <= toDate(?)" + f + " GROUP BY path"
+		if err := run(q, []any{site, inSet(part), day}); err != nil {
+			return nil, fmt.Errorf("read the last days with hits of %d pages for rule %s: %w", len(part), r.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// DataSince says when site's data begins, as far as a sweep reading back to
+// lo cares: some is false when the site has no hit at all; since is zero when
+// it has hits from before the (UTC) day of lo, else its first minute with a
+// hit. Cheap: the first query stops at the first older row, the second
+// reads the site's minutes since that day.
+func (s *Store) DataSince(ctx context.Context, site string, lo time.Time) (since time.Time, some bool, err error) {
+	day := lo.UTC().Format("2006-01-02")
+	var older uint64
+	err = s.db.Select(ctx, "SELECT count() FROM (SELECT 1 FROM "+s.dbName+".hits_1d WHERE site = ? AND day < toDate(?) LIMIT 1)", []any{site, day},
+		func(scan func(...any) error) error { return scan(&older) })
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+	}
+	if older > 0 {
+		return time.Time{}, true, nil
+	}
+	var n uint64
+	err = s.db.Select(ctx, "SELECT count(), min(minute) FROM "+s.dbName+".hits_1m WHERE site = ? AND minute >= toDateTime(?)", []any{site, lo.UTC().Truncate(24 * time.Hour).Unix()},
+		func(scan func(...any) error) error { return scan(&n, &since) })
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+	}
+	if n == 0 {
+		return time.Time{}, false, nil
+	}
+	return since, true, nil
+}
+
+// FirstDay is the site's first (UTC) day with a hit: where the silence of
+// a page that never had one begins. It reads the site's whole daily
+// rollup, so it is asked only for such a page.
+func (s *Store) FirstDay(ctx context.Context, site string) (time.Time, error) {
+	var first time.Time
+	var n uint64
+	err := s.db.Select(ctx, "SELECT count(), min(day) FROM "+s.dbName+".hits_1d WHERE site = ?", []any{site},
+		func(scan func(...any) error) error { return scan(&n, &first) })
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the first day of %s: %w", site, err)
+	}
+	return first, nil
+}
+
+// LastSweep is when the last sweep finished (the store's clock), zero when
+// none did.
+func (s *Store) LastSweep(ctx context.Context) (time.Time, error) {
+	var n uint64
+	var t time.Time
+	if err := s.db.Select(ctx, "SELECT count(), max(finished) FROM "+s.dbName+".sweeps", nil, func(scan func(...any) error) error {
+		return scan(&n, &t)
+	}); err != nil {
+		return time.Time{}, fmt.Errorf("read the last sweep: %w", err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return t, nil
+}
