@@ -105,15 +105,24 @@ type Source struct {
 	// Path is a file or a glob (doublestar: ** allowed); required. Relative
 	// paths are resolved against the config file's directory.
 	Path string `yaml:"path"`
-	// Format is combined, common, vhost_combined, json or an nginx
-	// log_format string [combined].
+	// Format is auto (detected per file from its first lines, and again
+	// when a file rejects nearly all of its lines), a named format
+	// (parser.Formats: combined, common, vhost_combined, json, ...) or an
+	// nginx log_format string [auto].
 	Format string `yaml:"format"`
+	// Timezone is the IANA zone of times the log writes without one
+	// (HAProxy, W3C extended in local time) [UTC]; Local is refused. See
+	// Location.
+	Timezone string `yaml:"timezone"`
 	// Site is the site hits are counted under; required.
 	Site string `yaml:"site"`
 	// StartAt is where a never-seen file starts: beginning or end [end].
 	StartAt string `yaml:"start_at"`
 	// MaxLine: longer lines are rejected [1MiB].
 	MaxLine Size `yaml:"max_line"`
+
+	// Location is Timezone loaded.
+	Location *time.Location `yaml:"-"`
 }
 
 // Batch tunes inserts.
@@ -310,7 +319,7 @@ const (
 	defaultInsertTimeout = 30 * time.Second
 	defaultQuorumTimeout = 10 * time.Minute
 	defaultEmbeddedPath  = "./data"
-	defaultFormat        = "combined"
+	defaultFormat        = "auto"
 	defaultStartAt       = "end"
 	defaultMaxLine       = 1 << 20
 	defaultBatchRows     = 50000
@@ -363,6 +372,7 @@ func (d *doc) defaults(c *Config) {
 	for i := range c.Sources {
 		s, f := &c.Sources[i], itemPath("sources", i)
 		str(&s.Format, f+".format", defaultFormat)
+		str(&s.Timezone, f+".timezone", defaultTimezone)
 		str(&s.StartAt, f+".start_at", defaultStartAt)
 		num(&s.MaxLine.Bytes, f+".max_line", defaultMaxLine)
 	}

@@ -89,7 +89,8 @@ func TestFullFile(t *testing.T) {
 		{"clickhouse.insert_quorum", ch.InsertQuorum, 2},
 		{"clickhouse.insert_quorum_timeout", ch.InsertQuorumTimeout.Duration, 5 * time.Minute},
 		{"embedded.path", c.Embedded.Path, "/var/lib/hitcount/chdb"},
-		{"sources[0]", src[0], Source{Path: "/var/log/nginx/**/access*.log", Format: "json", Site: "www.example.com", StartAt: "beginning", MaxLine: Size{64 << 10}}},
+		{"sources[0]", src[0], Source{Path: "/var/log/nginx/**/access*.log", Format: "json", Timezone: "UTC", Site: "www.example.com", StartAt: "beginning", MaxLine: Size{64 << 10}, Location: time.UTC}},
+		{"sources[1].timezone", src[1].Location.String(), "Europe/Berlin"},
 		{"sources[1].format", strings.HasPrefix(src[1].Format, "$remote_addr - "), true},
 		{"sources[1].start_at (default)", src[1].StartAt, "end"},
 		{"sources[1].max_line", src[1].MaxLine.Bytes, 2 << 20},
@@ -179,7 +180,9 @@ rules: [{name: r, match: {path: /}, threshold: 1, window: 5m, to: [a@b.c]}]
 		{"clickhouse.insert_timeout", c.ClickHouse.InsertTimeout.Duration, 30 * time.Second},
 		{"clickhouse.tls", c.ClickHouse.TLS, TLS{}},
 		{"embedded.path", c.Embedded.Path, "./data"},
-		{"sources[0].format", c.Sources[0].Format, "combined"},
+		{"sources[0].format", c.Sources[0].Format, "auto"},
+		{"sources[0].timezone", c.Sources[0].Timezone, "UTC"},
+		{"sources[0].location", c.Sources[0].Location, time.UTC},
 		{"sources[0].start_at", c.Sources[0].StartAt, "end"},
 		{"sources[0].max_line", c.Sources[0].MaxLine.Bytes, 1 << 20},
 		{"batch.rows", c.Batch.Rows, 50000},
@@ -353,6 +356,10 @@ func TestProblems(t *testing.T) {
 			`t.yaml:6:68: rules[4].window: bad duration "Lifetime" (use 90s, 5m, 1h, 1d)`,
 			"t.yaml:7:5: rules[5].window: required: lifetime, or a window such as 5m, 1h, 1d"}},
 		{"match.site unchecked without sources", "rules: [{name: a, match: {site: x, path: /}, threshold: 1, window: 1h, to: [a@b.c]}]\n", nil},
+		{"a source's timezone: Local refused with the reason, a typo", "sources: [{path: /a, site: s, timezone: Local}, {path: /b, site: s, timezone: Europe/Berlinn}]\n", []string{
+			`t.yaml:1:41: sources[0].timezone: "Local" is refused: it is whatever zone the machine running the collector has (TZ, /etc/localtime), which need not be the one the web server writes its times in (a container runs in UTC; the collector may read the log on another host), and the same line would be stored at another time; name the zone (an IANA name such as Europe/Berlin, or UTC)`,
+			`t.yaml:1:79: sources[1].timezone: unknown time zone "Europe/Berlinn" (use an IANA name such as Europe/Berlin, or UTC)`}},
+		{"format auto and a source's zone", "sources: [{path: /a, site: s, format: auto, timezone: America/New_York}]\n", nil},
 		{"exclude_bots: true, false or ~regex", `rules:
   - {name: a, match: {path: /, exclude_bots: yes}, threshold: 1, window: 1h, to: [a@b.c]}
   - {name: b, match: {path: /, exclude_bots: "~(bot"}, threshold: 1, window: 1h, to: [a@b.c]}

@@ -263,13 +263,24 @@ func (d *doc) validateSources(sources []Source) {
 		if s.Site == "" {
 			d.addf(field+".site", "required: the site name hits are counted under")
 		}
-		if _, err := parser.New(s.Format); err != nil {
+		if s.Format == parser.Auto {
+			// Detected per file by the collector.
+		} else if _, err := parser.New(s.Format); err != nil {
 			var unknown *parser.UnknownFormatError
 			if errors.As(err, &unknown) {
 				d.addf(field+".format", "%v", unknown) // with its "did you mean"
 			} else {
 				d.addf(field+".format", "bad format string: %v", err)
 			}
+		}
+		switch loc, err := time.LoadLocation(s.Timezone); {
+		case strings.EqualFold(s.Timezone, "Local"):
+			// Go loads "Local" fine: it is refused for what it means.
+			d.addf(field+".timezone", "%q is refused: it is whatever zone the machine running the collector has (TZ, /etc/localtime), which need not be the one the web server writes its times in (a container runs in UTC; the collector may read the log on another host), and the same line would be stored at another time; name the zone (an IANA name such as Europe/Berlin, or UTC)", s.Timezone)
+		case err != nil || s.Timezone == "":
+			d.addf(field+".timezone", "unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", s.Timezone)
+		default:
+			s.Location = loc
 		}
 		switch s.StartAt {
 		case "beginning", "end":

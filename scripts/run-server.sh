@@ -26,7 +26,7 @@ if [ "${1:-}" = "--site" ]; then
 	shift 2
 fi
 log="${1:-}"
-format="${2:-combined}"
+format="${2:-auto}"
 if [ -n "$log" ] && [ "$log" != "--check-log" ]; then
 	[ -r "$log" ] && [ -f "$log" ] || { echo "run: cannot read $log" >&2; exit 1; }
 	log="$(cd "$(dirname "$log")" && pwd)/$(basename "$log")"

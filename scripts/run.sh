@@ -26,7 +26,7 @@ if [ "${1:-}" = "--site" ]; then
 	shift 2
 fi
 log="${1:-}"
-format="${2:-combined}"
+format="${2:-auto}"
 listen="${HITCOUNT_HTTP_LISTEN:-127.0.0.1:9464}"
 if [ "$log" != "--check-log" ]; then
 	# Before building or starting anything.

@@ -47,6 +47,9 @@ type Batch struct {
 	// unsampled are the offsets of the rejected lines past the sample, so
 	// that the pieces of a split batch count their own (see Split).
 	unsampled []int64
+	// skipped are the offsets of the format's own directive lines (W3C's
+	// "#Fields:"): read, neither a row nor a reject (see AddSkipped).
+	skipped []int64
 	// gen tells apart sends of the batch's lines that must not share an id:
 	// a re-send the store dropped as a duplicate though it does not hold the
 	// lines (Renew), a refused line sent again as a reject (Refuse).
@@ -126,6 +129,7 @@ func (b *Batch) Reset(site string, source uint64) {
 	b.Rejects = b.Rejects[:0]
 	b.RejectedLines = 0
 	b.unsampled = b.unsampled[:0]
+	b.skipped = b.skipped[:0]
 	b.gen = 0
 	b.Lines = 0
 	b.ReadAt = time.Time{}

@@ -141,6 +141,50 @@ func TestCheckConfigWarnsOfSourceMatchingNothing(t *testing.T) {
 	}
 }
 
+// -check-log says on stderr, besides the report, when most lines are
+// rejected and which format accepts them, with the flag to try; and
+// refuses a machine-dependent -timezone.
+func TestCheckLogSaysWhichFormatAccepts(t *testing.T) {
+	dir := t.TempDir()
+	json := filepath.Join(dir, "json.log")
+	line := `{"time":"2026-11-22T10:00:00Z","request":"GET / HTTP/1.1","status":200}` + "\n"
+	if err := os.WriteFile(json, []byte(strings.Repeat(line, 30)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage.log")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("garbage\n", 30)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name       string
+		args       []string
+		code       int
+		wantStderr string // "" : nothing said
+	}{
+		{"wrong format", []string{"-check-log", json, "-format", "combined"}, 0,
+			"collector: 30 of 30 lines are rejected with format combined; json accepts 30 of 30 of them: try -format json\n"},
+		{"detected", []string{"-check-log", json}, 0, ""},
+		{"nothing parses", []string{"-check-log", garbage}, 0, "collector: no known format parses this log"},
+		{"timezone Local", []string{"-check-log", json, "-timezone", "Local"}, 2, `collector: -timezone "Local": want an IANA zone`},
+		{"timezone", []string{"-check-log", json, "-timezone", "Europe/Berlin"}, 0, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), c.args, &stdout, &stderr)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr.String())
+			}
+			if (c.wantStderr == "") != (stderr.Len() == 0) || !strings.HasPrefix(stderr.String(), c.wantStderr) {
+				t.Errorf("stderr %q, want %q", stderr.String(), c.wantStderr)
+			}
+		})
+	}
+	if got := shellQuote(`$remote_addr 'x'`); got != `'$remote_addr '\''x'\'''` {
+		t.Errorf("shellQuote: %s", got)
+	}
+}
+
 // A taken http.listen port fails start-up before the store is even tried
 // (here one that never answers, which start-up would otherwise wait for),
 // naming the key and its place in the file.

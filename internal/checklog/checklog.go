@@ -30,6 +30,8 @@ type Options struct {
 	TopN        int    // how many paths to report, 20 when 0
 	MaxRejects  int    // how many rejects to sample, 10 when 0
 	MaxDistinct int    // distinct paths counted exactly, 1,000,000 when 0
+	// Location is the zone of times logged without one (parser.Options).
+	Location *time.Location
 }
 
 // Reject is one sampled line that did not parse.
@@ -42,26 +44,58 @@ type Reject struct {
 
 // Report is what Check prints, as one JSON object.
 type Report struct {
-	File          string         `json:"file"`
-	Format        string         `json:"format"`
-	Detected      bool           `json:"format_detected,omitempty"`
-	Lines         int64          `json:"lines"`
-	Parsed        int64          `json:"parsed"`
-	Rejected      int64          `json:"rejected"`
-	FirstRejects  []Reject       `json:"first_rejects"`
-	TopPaths      [][2]any       `json:"top_paths"`
-	DistinctPaths int            `json:"distinct_paths"`
-	PathsExact    bool           `json:"paths_exact"`
-	Status        map[string]int `json:"status"`
-	FirstTime     string         `json:"first_time,omitempty"`
-	LastTime      string         `json:"last_time,omitempty"`
-	Bytes         int64          `json:"bytes"`
-	Seconds       float64        `json:"seconds"`
-	LinesPerSec   float64        `json:"lines_per_sec"`
+	File     string `json:"file"`
+	Format   string `json:"format"`
+	Detected bool   `json:"format_detected,omitempty"`
+	// Detection is what each format made of the first lines, best first,
+	// when the format was detected.
+	Detection *Detection `json:"detection,omitempty"`
+	Lines     int64      `json:"lines"`
+	Parsed    int64      `json:"parsed"`
+	Rejected  int64      `json:"rejected"`
+	// Directives are the format's own header lines (W3C's "#Fields:"):
+	// neither parsed nor rejected.
+	Directives int64 `json:"directives,omitempty"`
+	// RejectedParseAs is, when many lines are rejected, the format that
+	// accepts most of them (asked of a sample of them).
+	RejectedParseAs *Suggestion    `json:"rejected_lines_parse_as,omitempty"`
+	FirstRejects    []Reject       `json:"first_rejects"`
+	TopPaths        [][2]any       `json:"top_paths"`
+	DistinctPaths   int            `json:"distinct_paths"`
+	PathsExact      bool           `json:"paths_exact"`
+	Status          map[string]int `json:"status"`
+	FirstTime       string         `json:"first_time,omitempty"`
+	LastTime        string         `json:"last_time,omitempty"`
+	Bytes           int64          `json:"bytes"`
+	Seconds         float64        `json:"seconds"`
+	LinesPerSec     float64        `json:"lines_per_sec"`
+}
+
+// Detection is the detection's verdict: how many lines it looked at and
+// each format's counts.
+type Detection struct {
+	Lines      int                `json:"lines"`
+	Candidates []parser.Candidate `json:"candidates"`
+}
+
+// Suggestion is a format that accepts the rejected lines.
+type Suggestion struct {
+	Format   string `json:"format"`
+	Accepted int    `json:"accepted"`
+	Of       int    `json:"of"`
 }
 
 // detectLines is how many leading lines format detection looks at.
 const detectLines = 200
+
+// rejectSample is how many rejected lines (each up to rejectSampleMax
+// bytes) are kept to ask which format would accept them, once rejected
+// lines are at least manyRejected of all.
+const (
+	rejectSample    = 200
+	rejectSampleMax = 16 << 10
+	manyRejected    = 0.1
+)
 
 // File checks the log at path.
 func File(ctx context.Context, path string, opts Options) (*Report, error) {
@@ -102,15 +136,23 @@ func Check(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 	}
 	rep := &Report{Format: opts.Format, Status: map[string]int{}, FirstRejects: []Reject{}, TopPaths: [][2]any{}}
 	br := bufio.NewReaderSize(r, 256<<10)
-	if opts.Format == "" || opts.Format == "auto" {
-		head, _ := br.Peek(256 << 10)
-		rep.Format = Detect(head)
-		rep.Detected = true
+	popts := parser.Options{Location: opts.Location}
+	if opts.Format == "" || opts.Format == parser.Auto {
+		head, err := br.Peek(256 << 10)
+		d := parser.Detect(parser.SplitLines(head, detectLines, err != nil), popts)
+		rep.Format, rep.Detected = d.Format, true
+		rep.Detection = &Detection{Lines: d.Lines, Candidates: d.Candidates}
+		if rep.Format == "" {
+			// Nothing parses: report the lines as the default format
+			// rejects them, and which format accepts the most (none).
+			rep.Format = "combined"
+		}
 	}
-	p, err := parser.New(rep.Format)
+	p, err := parser.NewWith(rep.Format, popts)
 	if err != nil {
 		return nil, err
 	}
+	var rejected [][]byte // a sample of rejected lines, for RejectedParseAs
 	start := time.Now()
 	lr := lines.NewReader(br, 0, opts.MaxLine)
 	t := tally{counts: make(map[string]*int64), maxDistinct: opts.MaxDistinct}
@@ -131,14 +173,20 @@ func Check(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 			}
 			continue
 		case err == io.EOF && len(line) == 0:
+			rep.suggest(rejected, popts)
 			return rep.finish(start, lr.Offset(), &t, opts.TopN), nil
 		case err != nil && err != io.EOF:
 			return nil, err
 		}
 		rep.Lines++
-		if perr := p.Parse(line, &h); perr != nil {
+		if perr := p.Parse(line, &h); errors.Is(perr, parser.ErrDirective) {
+			rep.Directives++
+		} else if perr != nil {
 			rep.Rejected++
 			rep.addReject(opts.MaxRejects, off, perr.Error(), line)
+			if len(rejected) < rejectSample && len(line) <= rejectSampleMax {
+				rejected = append(rejected, bytes.Clone(line))
+			}
 		} else if h.Unix < sink.MinUnix || h.Unix > sink.MaxUnix {
 			// A collector rejects it too (sink.Batch.AddLine): the stores
 			// cannot hold the time, so it is no hit here either.
@@ -149,6 +197,7 @@ func Check(ctx context.Context, r io.Reader, opts Options) (*Report, error) {
 			t.add(&h)
 		}
 		if err == io.EOF { // a final line without its newline
+			rep.suggest(rejected, popts)
 			return rep.finish(start, lr.Offset()+int64(len(line)), &t, opts.TopN), nil
 		}
 	}
@@ -257,31 +306,15 @@ func (rep *Report) finish(start time.Time, size int64, t *tally, topN int) *Repo
 	return rep
 }
 
-// Detect picks the named format that parses most of the first lines of head,
-// preferring the more specific format on a tie; "combined" when none parses.
-func Detect(head []byte) string {
-	best, bestN := "combined", 0
-	for _, name := range []string{"vhost_combined", "combined", "json", "common"} {
-		p, err := parser.New(name)
-		if err != nil {
-			continue
-		}
-		var h parser.Hit
-		n := 0
-		rest := head
-		for i := 0; i < detectLines && len(rest) > 0; i++ {
-			j := bytes.IndexByte(rest, '\n')
-			if j < 0 {
-				break // a partial line at the end of the peeked window
-			}
-			if p.Parse(rest[:j+1], &h) == nil {
-				n++
-			}
-			rest = rest[j+1:]
-		}
-		if n > bestN {
-			best, bestN = name, n
-		}
+// suggest names the format that accepts most of the rejected lines, when
+// they are many (manyRejected of all lines) and it accepts more than half
+// of them.
+func (rep *Report) suggest(rejected [][]byte, opts parser.Options) {
+	if rep.Rejected == 0 || float64(rep.Rejected) < manyRejected*float64(rep.Lines-rep.Directives) {
+		return
 	}
-	return best
+	best, ok := parser.Detect(rejected, opts).Best()
+	if ok && best.Format != rep.Format && best.Accepted*2 > best.Accepted+best.Rejected {
+		rep.RejectedParseAs = &Suggestion{Format: best.Format, Accepted: best.Accepted, Of: best.Accepted + best.Rejected}
+	}
 }

@@ -101,17 +101,56 @@ func TestCheckCountsEveryLine(t *testing.T) {
 	}
 }
 
-func TestDetect(t *testing.T) {
-	cases := map[string]string{
-		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`:      "combined",
-		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1`:              "common",
-		`h:80 1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"`: "vhost_combined",
-		`{"time":"2026-11-22T10:00:00Z","request":"GET / HTTP/1.1","status":200}`:      "json",
+// The report names the format it detected with every candidate's counts,
+// and, when many lines are rejected, the format that accepts them.
+func TestCheckDetectsAndSuggests(t *testing.T) {
+	combined := `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"` + "\n"
+	common := `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1` + "\n"
+	vhost := `h:80 1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-"` + "\n"
+	json := `{"time":"2026-11-22T10:00:00Z","request":"GET / HTTP/1.1","status":200}` + "\n"
+	cases := []struct {
+		name, format, log string
+		wantFormat        string
+		wantRejected      int64
+		// wantSuggest is the format the rejected lines parse as; "": none said.
+		wantSuggest string
+	}{
+		{"combined detected", "", strings.Repeat(combined, 3), "combined", 0, ""},
+		{"common detected", "auto", strings.Repeat(common, 3), "common", 0, ""},
+		{"vhost_combined detected", "", strings.Repeat(vhost, 3), "vhost_combined", 0, ""},
+		{"json detected", "", strings.Repeat(json, 3), "json", 0, ""},
+		{"a wrong format given: the right one named", "combined", strings.Repeat(json, 20), "combined", 20, "json"},
+		{"a format change after the detected lines", "", strings.Repeat(combined, 300) + strings.Repeat(json, 100), "combined", 100, "json"},
+		{"a few rejects: nothing said", "", strings.Repeat(combined, 50) + strings.Repeat(json, 2), "combined", 2, ""},
+		{"garbage: nothing accepts it", "", strings.Repeat("garbage\n", 20), "combined", 20, ""},
 	}
-	for line, want := range cases {
-		if got := Detect([]byte(strings.Repeat(line+"\n", 3))); got != want {
-			t.Errorf("Detect(%q) = %s, want %s", line, got, want)
-		}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rep, err := Check(context.Background(), strings.NewReader(c.log), Options{Format: c.format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Format != c.wantFormat || rep.Rejected != c.wantRejected {
+				t.Errorf("format %q rejected %d, want %q %d", rep.Format, rep.Rejected, c.wantFormat, c.wantRejected)
+			}
+			detect := c.format == "" || c.format == "auto"
+			if rep.Detected != detect || (rep.Detection != nil) != detect {
+				t.Errorf("detected %v with detection %+v, want %v", rep.Detected, rep.Detection, detect)
+			}
+			if detect && (rep.Detection.Lines == 0 || len(rep.Detection.Candidates) < 4) {
+				t.Errorf("detection %+v: want its lines and every candidate", rep.Detection)
+			}
+			got := ""
+			if rep.RejectedParseAs != nil {
+				got = rep.RejectedParseAs.Format
+				if rep.RejectedParseAs.Accepted != int(c.wantRejected) || rep.RejectedParseAs.Of != int(c.wantRejected) {
+					t.Errorf("suggestion %+v, want all %d", rep.RejectedParseAs, c.wantRejected)
+				}
+			}
+			if got != c.wantSuggest {
+				t.Errorf("rejected lines parse as %q, want %q", got, c.wantSuggest)
+			}
+		})
 	}
 }
 

@@ -53,11 +53,16 @@ type Inserter interface {
 
 // Source is one configured log: a glob and how to read what it matches.
 type Source struct {
-	Glob       string
-	Site       string
+	Glob string
+	Site string
+	// Format is a parser format, or parser.Auto: detected per file
+	// (format.go).
 	Format     string
 	StartAtEnd bool
 	MaxLine    int
+	// Location is the zone of times logged without one (parser.Options);
+	// UTC when nil.
+	Location *time.Location
 }
 
 // Options tune a Collector; zero values take the defaults in brackets.
@@ -91,6 +96,11 @@ type Options struct {
 	// BackfillMin bytes to read, and the returned Progress follows the read
 	// until it catches up (a progress bar on a terminal).
 	Backfill func(path string, start, size int64) Progress
+
+	// DetectWait is how long a live file with format: auto that has fewer
+	// lines than detection looks at waits for more before its format is
+	// detected on what it has [2s].
+	DetectWait time.Duration
 
 	// OwnersRefresh is how often the collector rewrites its records of the
 	// files it ships in source_owners and reads the other collectors'; a
@@ -137,6 +147,9 @@ func (o *Options) defaults() {
 	}
 	if o.OwnersRefresh <= 0 {
 		o.OwnersRefresh = defaultOwnersRefresh
+	}
+	if o.DetectWait <= 0 {
+		o.DetectWait = 2 * time.Second
 	}
 }
 
@@ -194,7 +207,10 @@ type fileStat struct {
 func New(ins Inserter, opts Options) (*Collector, error) {
 	opts.defaults()
 	for _, s := range opts.Sources {
-		if _, err := parser.New(s.Format); err != nil {
+		if s.Format == parser.Auto {
+			continue
+		}
+		if _, err := parser.NewWith(s.Format, parser.Options{Location: s.Location}); err != nil {
 			return nil, fmt.Errorf("source %s: %w", s.Glob, err)
 		}
 	}

@@ -358,8 +358,10 @@ func (s *shipper) rawLine(off int64) ([]byte, *parser.Hit) {
 	} else if err == nil {
 		return nil, nil // longer than rawLineMax
 	}
-	// A parser of its own: read() uses the shipper's meanwhile.
-	p, err := parser.New(s.src.Format)
+	// A parser of its own, in the format (and after the header lines) the
+	// reader parsed the line with: read() uses the shipper's meanwhile, and
+	// may have detected another format since.
+	p, err := s.parserAt(off)
 	if err != nil {
 		return nil, nil
 	}

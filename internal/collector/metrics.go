@@ -9,15 +9,19 @@ type Metrics struct {
 	LinesParsed   *prometheus.CounterVec
 	LinesRejected *prometheus.CounterVec
 	LinesRefused  *prometheus.CounterVec
-	RowsInserted  *prometheus.CounterVec
-	Batches       *prometheus.CounterVec
-	InsertSeconds prometheus.Histogram
-	BytesBehind   *prometheus.GaugeVec
-	OldestAge     prometheus.Gauge
-	OpenFiles     prometheus.Gauge
-	FilesSkipped  *prometheus.CounterVec
-	SourceFiles   *prometheus.GaugeVec
-	ClickHouseUp  prometheus.Gauge
+	LinesSkipped  *prometheus.CounterVec
+	// FormatMismatch is 1 for a file that rejects nearly all of its lines
+	// (format.go).
+	FormatMismatch *prometheus.GaugeVec
+	RowsInserted   *prometheus.CounterVec
+	Batches        *prometheus.CounterVec
+	InsertSeconds  prometheus.Histogram
+	BytesBehind    *prometheus.GaugeVec
+	OldestAge      prometheus.Gauge
+	OpenFiles      prometheus.Gauge
+	FilesSkipped   *prometheus.CounterVec
+	SourceFiles    *prometheus.GaugeVec
+	ClickHouseUp   prometheus.Gauge
 	// One collector per file (owners.go).
 	SourcesRefused  prometheus.Gauge
 	SourcesYielded  prometheus.Counter
@@ -40,6 +44,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hitcount_collector_lines_refused_total",
 			Help: "Lines the store refused for good when sent alone (a permanent error: too many partitions, a throwIf guard, a constraint, a value it cannot read), by outcome: rejected (recorded in the rejects table, reason 'store refused: ...'), lost (the rejects table refused it too: logged with its offset, stored nowhere).",
 		}, []string{"site", "outcome"}),
+		LinesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hitcount_collector_lines_skipped_total",
+			Help: "Lines that are part of the log's format, not requests (W3C's #Version: and #Fields: header lines): read past, neither a hit nor a reject.",
+		}, []string{"site"}),
+		FormatMismatch: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hitcount_collector_format_mismatch",
+			Help: "1 while an open log file rejects nearly all of its lines (at least 90% of the last 500 to 1000, at least 50): it is not in the format it is parsed with. The collector's log names the format in use, a reject reason and the format that would accept the lines; with format: auto the file's format is detected again.",
+		}, []string{"site", "path"}),
 		RowsInserted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hitcount_collector_rows_inserted_total", Help: "Hit rows committed to ClickHouse.",
 		}, []string{"site"}),
@@ -83,7 +95,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the store refuses source_owners to this collector (table missing, privilege not granted): files are shipped without checking that no other collector ships them. Fix: collector -migrate, deploy/sql/users.sql.",
 		}),
 	}
-	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.RowsInserted, m.Batches,
+	reg.MustRegister(m.LinesRead, m.LinesParsed, m.LinesRejected, m.LinesRefused, m.LinesSkipped, m.FormatMismatch, m.RowsInserted, m.Batches,
 		m.InsertSeconds, m.BytesBehind, m.OldestAge, m.OpenFiles, m.FilesSkipped, m.SourceFiles, m.ClickHouseUp,
 		m.SourcesRefused, m.SourcesYielded, m.OwnersUnchecked)
 	return m

@@ -118,6 +118,9 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 	if !ok {
 		return start, how, true, nil
 	}
+	// Whatever follows reads the batch's lines again to be the same block,
+	// or to skip what the store holds: never again under another format.
+	s.noRecutBefore = max(span.Last+1, start)
 	x, isX := c.ins.(interface{ Exclusive() bool })
 	exclusive := isX && x.Exclusive()
 	switch {

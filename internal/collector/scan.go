@@ -16,7 +16,6 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/hitcount/hitcount/internal/tailer"
-	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
 )
 
@@ -434,11 +433,9 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		f.Close()
 		return nil
 	}
-	p, err := parser.New(src.Format)
-	var r *tailer.Reader
-	if err == nil {
-		r, err = tailer.NewReader(f, id.Gzip, 0, src.MaxLine)
-	}
+	// The parser is made at the first line (shipper.prepare): with format:
+	// auto, from the lines there.
+	r, err := tailer.NewReader(f, id.Gzip, 0, src.MaxLine)
 	if err != nil {
 		f.Close()
 		if !cand.live {
@@ -447,9 +444,9 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		return err
 	}
 	s := &shipper{
-		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, parser: p, reader: r,
+		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r,
 		key: key, openedAs: fi, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
-		replayUntil: -1, endStart: endStart, scanned: st.done,
+		replayUntil: -1, endStart: endStart, scanned: st.done, watch: newFormatWatch(), lastRecut: -1,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s

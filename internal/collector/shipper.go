@@ -52,7 +52,27 @@ type shipper struct {
 	// file (see tailer.OpenLog).
 	literal bool
 	reader  *tailer.Reader
+	// parser parses the file's lines in format: nil until prepare (at the
+	// first line) makes it, for the source's format or the one detected
+	// (format.go). Both belong to the read goroutine; formats tells the
+	// sender which format parsed a line.
 	parser  *parser.Parser
+	format  string
+	formats formats
+	// headers are the header lines the parser took as its own last (W3C's
+	// "#Fields:"), inHeader whether the last line was one, and headerAt
+	// where their block starts.
+	headers  [][]byte
+	inHeader bool
+	headerAt int64
+	// watch follows the rejects; recheck: checkFormat is due.
+	watch   formatWatch
+	recheck bool
+	// noRecutBefore: lines before it are never read again under another
+	// format (the batch a previous process left in flight is read again to
+	// be the same block); lastRecut is the last offset read again.
+	noRecutBefore int64
+	lastRecut     int64
 	// replayUntil, when >= 0, is the last line of a batch that was in flight
 	// when the previous process stopped, on a store only this process
 	// inserts into: the first batch is read to exactly that line, whatever
@@ -115,6 +135,16 @@ func (s *shipper) read(ctx context.Context) {
 			return
 		}
 		line, off, err := s.reader.Next()
+		if err == nil && s.parser == nil {
+			if err := s.prepare(ctx, off, line, wake); err != nil {
+				if ctx.Err() == nil {
+					s.c.log.Error("cannot make the log's parser; the file will be reopened", "path", s.path, "err", err)
+					s.readFailed = true
+				}
+				s.handOff(b)
+				return
+			}
+		}
 		var tooLong *lines.TooLongError
 		switch {
 		case err == nil && off < s.rejectsOnlyBefore && s.isHit(line):
@@ -136,6 +166,14 @@ func (s *shipper) read(ctx context.Context) {
 				return
 			}
 			s.addLine(b, &h, line, off)
+			if s.recheck {
+				if b, err = s.checkFormat(b); err != nil {
+					s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
+					s.readFailed = true
+					s.handOff(b)
+					return
+				}
+			}
 			if s.replayUntil >= 0 {
 				if off >= s.replayUntil {
 					s.replayUntil = -1
@@ -204,7 +242,12 @@ func (s *shipper) read(ctx context.Context) {
 			// Nothing more will be written: a last line without a newline
 			// is a line like the others (the committed offset is its start;
 			// a reopen finds it incomplete and reads nothing more).
-			if b, err = s.takeTail(ctx, b, &h); err != nil {
+			if b, err = s.takeTail(ctx, b, &h, wake); err != nil {
+				if ctx.Err() == nil {
+					s.c.log.Error("cannot make the log's parser; the file will be reopened", "path", s.path, "err", err)
+					s.readFailed = true
+				}
+				s.handOff(b)
 				return
 			}
 			s.handOff(b)
@@ -237,18 +280,23 @@ func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) 
 
 // takeTail adds the bytes after a finished file's last newline to b, as a
 // line or, when over the limit, a reject.
-func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit) (*sink.Batch, error) {
+func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit, wake waker) (*sink.Batch, error) {
 	line, off, err := s.reader.Next()
 	var tooLong *lines.TooLongError
 	switch {
 	case err == io.EOF && len(line) > 0:
+		if s.parser == nil {
+			if err := s.prepare(ctx, off, line, wake); err != nil {
+				return b, err
+			}
+		}
 		if b, err = s.take(ctx, b); err != nil {
-			return nil, err
+			return b, err
 		}
 		s.addLine(b, h, line, off)
 	case errors.As(err, &tooLong):
 		if b, err = s.take(ctx, b); err != nil {
-			return nil, err
+			return b, err
 		}
 		s.markRead(b)
 		b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
@@ -286,11 +334,35 @@ func (s *shipper) addLine(b *sink.Batch, h *parser.Hit, line []byte, off int64) 
 	s.markRead(b)
 	next := off + int64(len(line))
 	if err := s.parser.Parse(line, h); err != nil {
-		b.AddReject(off, next, err.Error(), bytes.TrimRight(line, "\r\n"))
+		s.notParsed(b, line, off, next, err)
 		return
+	}
+	s.inHeader = false
+	if s.watch.line() {
+		s.recheck = true
 	}
 	// The raw line is the reject sample should its time be out of range.
 	b.AddLine(h, off, next, bytes.TrimRight(line, "\r\n"))
+}
+
+// notParsed records a line the parser refused: a header line of the
+// format's own (a directive: in the batch's span, neither a row nor a
+// reject), or a reject, which the format watch counts.
+//
+//go:noinline
+func (s *shipper) notParsed(b *sink.Batch, line []byte, off, next int64, err error) {
+	if errors.Is(err, parser.ErrDirective) {
+		b.AddSkipped(off, next)
+		s.noteDirective(off, line)
+		return
+	}
+	s.inHeader = false
+	reason := err.Error()
+	raw := bytes.TrimRight(line, "\r\n")
+	b.AddReject(off, next, reason, raw)
+	if s.watch.reject(off, line, reason) {
+		s.recheck = true
+	}
 }
 
 // countRead adds a batch's lines to the read/parsed/rejected counters, once,
@@ -301,6 +373,9 @@ func (s *shipper) countRead(b *sink.Batch) {
 		m.LinesRead.WithLabelValues(s.src.Site).Add(float64(b.Lines))
 		m.LinesParsed.WithLabelValues(s.src.Site).Add(float64(b.Rows()))
 		m.LinesRejected.WithLabelValues(s.src.Site).Add(float64(b.RejectedLines))
+		if n := b.Skipped(); n > 0 {
+			m.LinesSkipped.WithLabelValues(s.src.Site).Add(float64(n))
+		}
 	}
 }
 
@@ -436,6 +511,7 @@ func (s *shipper) finish() {
 	c.own.closed(s.id.ID, statErr == nil && !s.readFailed && readToEnd)
 	if c.m != nil {
 		c.m.BytesBehind.DeleteLabelValues(s.src.Site, s.path)
+		c.m.FormatMismatch.DeleteLabelValues(s.src.Site, s.path)
 	}
 	c.log.Info("finished log file", "path", s.path, "offset", s.reader.Offset())
 }

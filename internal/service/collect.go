@@ -19,7 +19,7 @@ func NewCollector(cfg *config.Config, store collector.Inserter, log *slog.Logger
 	var sources []collector.Source
 	for _, src := range cfg.Sources {
 		sources = append(sources, collector.Source{
-			Glob: cfg.Resolve(src.Path), Site: src.Site, Format: src.Format,
+			Glob: cfg.Resolve(src.Path), Site: src.Site, Format: src.Format, Location: src.Location,
 			StartAtEnd: src.StartAt == "end", MaxLine: src.MaxLine.Bytes,
 		})
 	}

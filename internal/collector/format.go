@@ -1,0 +1,613 @@
+package collector
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/hitcount/hitcount/internal/lines"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// A file's format: the source's, or with format: auto the one Detect picks
+// from the file's first lines; checked as the file is read.
+//
+//   - Detection (prepare) runs once per open file, before its first line is
+//     parsed, on up to detectLines lines or detectBytes from that line on,
+//     read beside the reader (ReadAt, or a gzip stream of its own), which
+//     then parses them itself: the bytes detection read are shipped by the
+//     reader from the same offset, exactly as with a fixed format. A live
+//     file with fewer lines waits up to DetectWait for more, then is
+//     detected on what it has.
+//   - A W3C log names its columns in a "#Fields:" line at its top (and again
+//     after each restart of the server): a file resumed after that line
+//     gets its header lines back first (headersBefore), read from before
+//     the resume offset; a Cloud Storage log, its CSV header (the first
+//     line).
+//   - A watch (formatWatch) says when a file rejects nearly all of its
+//     lines: 90% of the last 500 to 1000 (at least 50), or 50 in a row
+//     (a format changed after a long run of good lines shows at once, not
+//     after 1000 lines). The collector then warns once, naming the format
+//     that would accept the rejected lines, sets
+//     hitcount_collector_format_mismatch, and with auto detects again and
+//     switches. The switch reads again the run of rejects that ends at the
+//     current line (every one of them refused by the old format, so no line
+//     it accepted is parsed anew), but only as far as it is in the batch in
+//     hand, which was never sent (the batch is cut there,
+//     sink.Batch.TruncateAt); lines handed to the sender stay as they were
+//     parsed. Never inside the span of a batch a previous process left in
+//     flight (noRecutBefore): that batch is read again to be the same
+//     block.
+
+// detectLines and detectBytes bound the lines detection looks at.
+const (
+	detectLines = 200
+	detectBytes = 64 << 10
+)
+
+// Rejects that say the format is wrong: watchMin in a row, or at least
+// watchMin lines of which at least 90% were rejected within the last
+// watchHalf to 2*watchHalf.
+const (
+	watchHalf = 500
+	watchMin  = 50
+	// watchKeep rejected lines (each up to watchLineMax bytes) are kept to
+	// ask Detect which format would accept them.
+	watchKeep    = 200
+	watchLineMax = 16 << 10
+)
+
+// headerSearch bounds how far before a resume offset the last header block
+// of a W3C log is looked for; past it, the block at the top of the file is
+// taken.
+const headerSearch = 16 << 20
+
+// headersWait: a file with only header lines so far waits this many
+// DetectWaits for a request line before it is detected on what it has.
+const headersWait = 10
+
+// fallbackFormat parses a file with format: auto that no format accepts:
+// its lines become rejects with the reason combined gives, and the watch
+// detects again as lines come.
+const fallbackFormat = "combined"
+
+// parseSpan is where a file started to be parsed with a format and the
+// header lines known there, so that a line read back from the file
+// (rawLine) is parsed as it was.
+type parseSpan struct {
+	from    int64
+	format  string
+	headers [][]byte
+}
+
+// maxSpans bounds a file's spans: a line older than the oldest is read back
+// as the oldest's.
+const maxSpans = 16
+
+// formats is what the sender needs of a file's formats; the reader writes it.
+type formats struct {
+	mu    sync.Mutex
+	spans []parseSpan
+}
+
+// set records that lines from from on are parsed with format after headers.
+func (f *formats) set(from int64, format string, headers [][]byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.spans); n > 0 && f.spans[n-1].from == from {
+		f.spans[n-1] = parseSpan{from, format, headers}
+		return
+	}
+	f.spans = append(f.spans, parseSpan{from, format, headers})
+	if len(f.spans) > maxSpans {
+		f.spans = slices.Delete(f.spans, 0, 1)
+	}
+}
+
+// at is the span the line at off was parsed in.
+func (f *formats) at(off int64) (parseSpan, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.spans) - 1; i >= 0; i-- {
+		if f.spans[i].from <= off || i == 0 {
+			return f.spans[i], true
+		}
+	}
+	return parseSpan{}, false
+}
+
+// bucket counts half of the watch's lines.
+type bucket struct {
+	lines, rejects int
+}
+
+// formatWatch follows one file's rejects (read goroutine only).
+type formatWatch struct {
+	cur, prev bucket
+	// run counts the rejects since the last parsed line, the first at
+	// runStart.
+	run      int
+	runStart int64
+	// seen counts every line the watch was told of; recheckAt is when a
+	// file still rejecting nearly everything is detected again (auto).
+	seen, recheckAt int64
+	every           int64 // lines between two detections while it lasts
+	kept            [][]byte
+	next            int // where the next rejected line goes in kept
+	reason          string
+	mismatch        bool // the gauge says so
+	warned          bool // once per open file
+}
+
+func newFormatWatch() formatWatch {
+	return formatWatch{every: 2 * watchHalf}
+}
+
+// line counts a parsed line. The hot path: a store, an add and a compare.
+func (w *formatWatch) line() (check bool) {
+	w.run = 0
+	w.cur.lines++
+	if w.cur.lines < watchHalf {
+		return false
+	}
+	return w.roll()
+}
+
+// reject counts a rejected line and keeps a copy; check says the format
+// must be looked at (checkFormat).
+func (w *formatWatch) reject(off int64, line []byte, reason string) (check bool) {
+	w.cur.lines++
+	w.cur.rejects++
+	if w.run == 0 {
+		w.runStart = off
+	}
+	w.run++
+	w.reason = reason
+	if len(line) <= watchLineMax {
+		if len(w.kept) < watchKeep {
+			w.kept = append(w.kept, nil)
+		}
+		w.kept[w.next] = append(w.kept[w.next][:0], line...)
+		w.next = (w.next + 1) % watchKeep
+	}
+	check = !w.mismatch && w.high()
+	if w.cur.lines >= watchHalf {
+		check = w.roll() || check
+	}
+	return check
+}
+
+// roll starts a new half; check: a mismatch may have ended, or a file
+// with auto is due for another detection.
+func (w *formatWatch) roll() (check bool) {
+	w.seen += int64(w.cur.lines)
+	w.prev, w.cur = w.cur, bucket{}
+	return w.mismatch
+}
+
+// counts are the lines and rejects the watch covers.
+func (w *formatWatch) counts() (lines, rejects int) {
+	return w.prev.lines + w.cur.lines, w.prev.rejects + w.cur.rejects
+}
+
+// high: watchMin rejects in a row, or at least watchMin lines with 90% of
+// them rejected.
+func (w *formatWatch) high() bool {
+	n, r := w.counts()
+	return w.run >= watchMin || n >= watchMin && r*10 >= n*9
+}
+
+// rejected is the kept rejected lines, oldest first.
+func (w *formatWatch) rejected() [][]byte {
+	if len(w.kept) < watchKeep {
+		return w.kept
+	}
+	return append(slices.Clone(w.kept[w.next:]), w.kept[:w.next]...)
+}
+
+// restart forgets the lines counted, after a switch of format.
+func (w *formatWatch) restart() {
+	w.seen += int64(w.cur.lines)
+	w.prev, w.cur = bucket{}, bucket{}
+	w.run = 0
+	w.kept, w.next = w.kept[:0], 0
+	w.mismatch = false
+	w.every = 2 * watchHalf
+}
+
+func (s *shipper) parserOptions() parser.Options {
+	return parser.Options{Location: s.src.Location}
+}
+
+// prepare makes the parser for the file's lines from off on: the source's
+// format, or (auto) the one detected on the lines from off; either is first
+// given the header lines before off (headersBefore). line is the line at off,
+// the sample when nothing else can be read.
+func (s *shipper) prepare(ctx context.Context, off int64, line []byte, wake waker) error {
+	headers, err := s.headersBefore(off)
+	if err != nil {
+		s.c.log.Warn("cannot read the log's header lines before the resume offset", "path", s.path, "offset", off, "err", err)
+	}
+	format := s.src.Format
+	if format == parser.Auto {
+		det, err := s.detect(ctx, off, line, headers, wake)
+		if err != nil {
+			return err
+		}
+		if det.Format == "" {
+			format = fallbackFormat
+			s.c.log.Warn("no known format parses the first lines of a log file: they are rejected (sampled in the rejects table) until one does",
+				"path", s.path, "site", s.src.Site, "lines", det.Lines, "reason", firstReason(det), "tried", det.Summary(4))
+		} else {
+			format = det.Format
+			s.c.log.Info("log format detected", "path", s.path, "site", s.src.Site, "format", format, "offset", off,
+				"lines", det.Lines, "candidates", det.Summary(4))
+		}
+	}
+	p, err := parser.NewWith(format, s.parserOptions())
+	if err != nil {
+		return fmt.Errorf("format %q: %w", format, err)
+	}
+	if off > 0 && len(headers) == 0 && p.Directives() {
+		// A header that is not a '#' line: Cloud Storage's CSV header, the
+		// file's first line.
+		if first, err := s.firstLine(); err == nil && p.Prime(first) {
+			headers = [][]byte{first}
+		}
+	}
+	s.use(p, off, headers)
+	return nil
+}
+
+// firstLine reads the file's first line (up to detectBytes).
+func (s *shipper) firstLine() ([]byte, error) {
+	r, err := s.contentFrom(0)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, detectBytes)
+	n, err := io.ReadFull(r, buf)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, err
+	}
+	if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+		return buf[:i+1], nil
+	}
+	return nil, errors.New("no complete first line within its bound")
+}
+
+// use makes p the file's parser from off on, after the header lines.
+func (s *shipper) use(p *parser.Parser, off int64, headers [][]byte) {
+	var h parser.Hit
+	for _, l := range headers {
+		p.Parse(l, &h) // a directive sets the columns; anything else is no matter
+	}
+	s.parser, s.format, s.headers = p, p.Format(), headers
+	s.formats.set(off, s.format, headers)
+	if m := s.c.m; m != nil {
+		m.FormatMismatch.WithLabelValues(s.src.Site, s.path).Set(0)
+	}
+}
+
+func firstReason(d parser.Detection) string {
+	for _, c := range d.Candidates {
+		if c.Reason != "" {
+			return c.Format + ": " + c.Reason
+		}
+	}
+	return ""
+}
+
+// detect detects the format of the lines from off on (line is the first),
+// after the header lines before off: on up to detectLines or detectBytes,
+// waiting up to DetectWait for a live file to have that many, and up to
+// headersWait times as long while its lines are only header lines (a W3C
+// log whose server has not logged a request yet).
+func (s *shipper) detect(ctx context.Context, off int64, line []byte, headers [][]byte, wake waker) (parser.Detection, error) {
+	start := s.c.opts.Now()
+	for {
+		sample, full, err := s.readSample(off)
+		if err != nil {
+			return parser.Detection{}, fmt.Errorf("read the lines to detect the format: %w", err)
+		}
+		if len(sample) == 0 {
+			sample = [][]byte{bytes.Clone(line)}
+		}
+		det := parser.Detect(append(slices.Clone(headers), sample...), s.parserOptions())
+		waited := s.c.opts.Now().Sub(start)
+		grows := s.live && !s.id.Gzip
+		switch {
+		case grows && det.HeadersOnly() && waited < headersWait*s.c.opts.DetectWait:
+		case !grows || full || len(sample) >= detectLines || waited >= s.c.opts.DetectWait:
+			return det, nil
+		}
+		wake.Wait(ctx, s.c.opts.Poll)
+		if ctx.Err() != nil {
+			return parser.Detection{}, ctx.Err()
+		}
+	}
+}
+
+// readSample reads the complete lines from off on, up to detectLines and
+// detectBytes (full: the bytes are all there), without moving the reader.
+func (s *shipper) readSample(off int64) (sample [][]byte, full bool, err error) {
+	r, err := s.contentFrom(off)
+	if err != nil {
+		return nil, false, err
+	}
+	buf := make([]byte, detectBytes)
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == nil:
+		full = true
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		err = nil
+	default:
+		return nil, false, err
+	}
+	// A gzipped file is all there: its last line counts without a newline.
+	return parser.SplitLines(buf[:n], detectLines, s.id.Gzip && !full), full, nil
+}
+
+// contentFrom reads the file's content from off, beside the reader.
+func (s *shipper) contentFrom(off int64) (io.Reader, error) {
+	f := s.reader.File()
+	if !s.id.Gzip {
+		return io.NewSectionReader(f, off, 1<<62), nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	zr, err := gzip.NewReader(io.NewSectionReader(f, 0, fi.Size()))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if _, err := io.CopyN(io.Discard, zr, off); err != nil {
+		return nil, fmt.Errorf("gunzip: skip to %d: %w", off, err)
+	}
+	return zr, nil
+}
+
+// headersBefore returns the block of header lines ("#..." lines, as W3C
+// extended logs have) in force at off: the last such block before it, or,
+// when none is found within headerSearch, the one at the top of the file.
+// Nothing for a file that does not start with '#', which is every format but
+// W3C's, at the cost of one byte read.
+func (s *shipper) headersBefore(off int64) ([][]byte, error) {
+	if off <= 0 {
+		return nil, nil
+	}
+	r, err := s.contentFrom(0)
+	if err != nil {
+		return nil, err
+	}
+	var first [1]byte
+	if _, err := io.ReadFull(r, first[:]); err != nil || first[0] != '#' {
+		return nil, nil
+	}
+	if s.id.Gzip {
+		// A stream: read up to off (as the reader's own seek does).
+		r, err := s.contentFrom(0)
+		if err != nil {
+			return nil, err
+		}
+		return headerBlockStream(io.LimitReader(r, off), s.src.MaxLine)
+	}
+	return headerBlockAt(s.reader.File(), off)
+}
+
+// headerBlockStream returns the last block of '#' lines in r.
+func headerBlockStream(r io.Reader, maxLine int) ([][]byte, error) {
+	lr := lines.NewReader(r, 0, maxLine)
+	var block [][]byte
+	inBlock := false
+	for {
+		line, _, err := lr.Next()
+		var tooLong *lines.TooLongError
+		switch {
+		case errors.As(err, &tooLong):
+			inBlock = false
+			continue
+		case errors.Is(err, io.EOF):
+			return block, nil
+		case err != nil:
+			return nil, err
+		}
+		if len(line) > 0 && line[0] == '#' {
+			if !inBlock {
+				block, inBlock = block[:0], true
+			}
+			block = append(block, bytes.Clone(line))
+		} else {
+			inBlock = false
+		}
+	}
+}
+
+// headerBlockAt returns the block of '#' lines in force at off in r: the
+// one holding the last '#' line before off, else the file's first.
+func headerBlockAt(r io.ReaderAt, off int64) ([][]byte, error) {
+	const chunk = 64 << 10
+	buf := make([]byte, chunk+1)
+	last := int64(-1) // start of the last '#' line before off
+	for end := off; end > 0 && off-end < headerSearch && last < 0; {
+		start := max(0, end-chunk)
+		// One byte more, so that a line start at start is seen with the
+		// newline before it.
+		from := max(0, start-1)
+		n, err := r.ReadAt(buf[:end-from], from)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		b := buf[:n]
+		if i := bytes.LastIndex(b, []byte("\n#")); i >= 0 {
+			last = from + int64(i) + 1
+		} else if from == 0 && len(b) > 0 && b[0] == '#' {
+			last = 0
+		}
+		end = start
+	}
+	if last < 0 {
+		last = 0 // not found near off: the block at the top of the file
+	}
+	// Walk back to the block's first line, then read it forward.
+	start := last
+	for start > 0 && last-start < detectBytes {
+		from := max(0, start-chunk)
+		n, err := r.ReadAt(buf[:start-from], from)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		b := buf[:n]
+		// b ends with the newline of the line before start.
+		prev := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1 // 0 when none in b
+		if prev == 0 && from > 0 {
+			break // a line longer than a chunk: not a header line
+		}
+		if b[prev] != '#' {
+			break
+		}
+		start = from + int64(prev)
+	}
+	sr := io.NewSectionReader(r, start, off-start)
+	lr := lines.NewReader(sr, start, detectBytes)
+	var block [][]byte
+	for {
+		line, _, err := lr.Next()
+		if err != nil || len(line) == 0 || line[0] != '#' {
+			return block, nil
+		}
+		block = append(block, bytes.Clone(line))
+	}
+}
+
+// checkFormat looks at the file's format when the watch says so: at the
+// first sign of a mismatch it warns (once), sets the gauge and, with auto,
+// detects the format of the rejected lines and switches to it; when the
+// rejects stop, it clears the gauge. It returns the batch in hand, cut
+// where lines are read again.
+func (s *shipper) checkFormat(b *sink.Batch) (*sink.Batch, error) {
+	s.recheck = false
+	w := &s.watch
+	if w.mismatch && !w.high() {
+		w.mismatch = false
+		w.every = 2 * watchHalf
+		if m := s.c.m; m != nil {
+			m.FormatMismatch.WithLabelValues(s.src.Site, s.path).Set(0)
+		}
+		s.c.log.Info("log file parses again", "path", s.path, "format", s.format)
+		return b, nil
+	}
+	if !w.high() {
+		return b, nil
+	}
+	if w.mismatch && (s.src.Format != parser.Auto || w.seen < w.recheckAt) {
+		return b, nil
+	}
+	n, rejects := w.counts()
+	sample := w.rejected()
+	det := parser.Detect(append(slices.Clone(s.headers), sample...), s.parserOptions())
+	alt, ok := det.Best()
+	better := ok && alt.Format != s.format && alt.Accepted*2 > alt.Accepted+alt.Rejected
+	would := "no known format accepts them"
+	if ok {
+		would = alt.String()
+	}
+	if !w.warned {
+		w.warned = true
+		action := "set sources[].format to one that accepts them"
+		if s.src.Format == parser.Auto {
+			action = "format: auto detects the format again"
+		}
+		s.c.log.Warn("nearly every line of a log file is rejected: it is not in the format it is parsed with",
+			"path", s.path, "site", s.src.Site, "format", s.format, "rejected", rejects, "of", n,
+			"reason", w.reason, "would_accept", would, "action", action)
+	}
+	if !w.mismatch {
+		w.mismatch = true
+		if m := s.c.m; m != nil {
+			m.FormatMismatch.WithLabelValues(s.src.Site, s.path).Set(1)
+		}
+	}
+	// Detected again after another every lines, twice as many each time:
+	// a file no format reads costs a detection per thousands of lines.
+	w.recheckAt = w.seen + w.every
+	w.every *= 2
+	if s.src.Format != parser.Auto || !better {
+		return b, nil
+	}
+	return s.switchFormat(b, alt.Format, det)
+}
+
+// switchFormat parses the file with format from the first of the current
+// run of rejects on, as far as it is in the batch in hand (never sent); the
+// lines before stay as they were parsed.
+func (s *shipper) switchFormat(b *sink.Batch, format string, det parser.Detection) (*sink.Batch, error) {
+	p, err := parser.NewWith(format, s.parserOptions())
+	if err != nil {
+		return b, nil // not a format Detect would return
+	}
+	// Every line from the run's first on was rejected (or a directive, or
+	// too long): none the old format accepted is parsed anew. Each switch
+	// reads again only from past where the last one did, so formats that
+	// flip back and forth cannot loop over the same lines; and never
+	// within a batch a previous process left in flight.
+	cut := s.reader.Offset()
+	if b != nil && b.Lines > 0 && s.watch.run > 0 {
+		if from := max(s.watch.runStart, b.First); from >= s.noRecutBefore && from > s.lastRecut {
+			cut = from
+		}
+	}
+	from := s.format
+	if cut < s.reader.Offset() {
+		b.TruncateAt(cut)
+		if err := s.reader.SeekTo(cut); err != nil {
+			return b, fmt.Errorf("read again under format %q: %w", format, err)
+		}
+		s.lastRecut = cut
+	}
+	s.use(p, cut, s.headers)
+	s.watch.restart()
+	s.c.log.Info("log format detected again: lines from the offset on are parsed with it", "path", s.path, "site", s.src.Site,
+		"from", from, "format", format, "offset", cut, "candidates", det.Summary(4))
+	return b, nil
+}
+
+// noteDirective records a header line the parser took as its own: the
+// block it starts or continues is what a line read back after it is parsed
+// with (rawLine), and what a re-detection starts from.
+func (s *shipper) noteDirective(off int64, line []byte) {
+	if !s.inHeader {
+		s.inHeader, s.headerAt = true, off
+		s.headers = nil
+	}
+	if len(s.headers) < 64 {
+		s.headers = append(s.headers, bytes.Clone(line))
+	}
+	s.formats.set(s.headerAt, s.format, slices.Clone(s.headers))
+}
+
+// parserAt is a new parser for the line at off, as the reader parsed it:
+// the format and header lines in force there.
+func (s *shipper) parserAt(off int64) (*parser.Parser, error) {
+	span, ok := s.formats.at(off)
+	if !ok {
+		return nil, errors.New("no format yet")
+	}
+	p, err := parser.NewWith(span.format, s.parserOptions())
+	if err != nil {
+		return nil, err
+	}
+	var h parser.Hit
+	for _, l := range span.headers {
+		p.Parse(l, &h)
+	}
+	return p, nil
+}

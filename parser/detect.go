@@ -1,0 +1,213 @@
+package parser
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Auto is the format that is not one: detect it from the log's lines
+// (Detect). New refuses it; the collector and -check-log resolve it first.
+const Auto = "auto"
+
+// detectPreferred are the formats Detect tries first, most specific first:
+// the order breaks the ties that remain when two formats accept the same
+// lines and keep as many fields (see Detect). Names a build of the parser
+// does not know, and format strings it does not compile, are left out; every
+// other name in Formats() is tried after these.
+var detectPreferred = []string{
+	"vhost_combined",
+	// The official nginx image's main: combined plus "$http_x_forwarded_for".
+	"main",
+	// Apache's combined with %D (microseconds) or %T (seconds) appended, as
+	// operators add them for response times; before the nginx string below,
+	// which reads an integer as seconds where Apache's %D means
+	// microseconds, and rejects nothing an integer.
+	`%h %l %u %t "%r" %>s %O "%{Referer}i" "%{User-Agent}i" %D`,
+	`%h %l %u %t "%r" %>s %b "%{Referer}i" "%{User-Agent}i" %D`,
+	`%h %l %u %t "%r" %>s %O "%{Referer}i" "%{User-Agent}i" %T`,
+	// nginx combined with $request_time, the usual addition.
+	`$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time`,
+	"combined",
+	"common",
+	"json",
+}
+
+// DetectFormats lists the formats Detect tries, in its order of preference.
+func DetectFormats() []string {
+	var out []string
+	for _, f := range detectPreferred {
+		if _, err := newParser(f); err == nil {
+			out = append(out, f)
+		}
+	}
+	for _, f := range Formats() {
+		if !slices.Contains(out, f) {
+			if _, err := newParser(f); err == nil {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// Candidate is what one format made of Detect's lines.
+type Candidate struct {
+	Format string `json:"format"`
+	// Accepted lines parsed into a hit, Rejected did not, Directives were
+	// the format's own header lines (ErrDirective: neither).
+	Accepted   int `json:"accepted"`
+	Rejected   int `json:"rejected"`
+	Directives int `json:"directives,omitempty"`
+	// Fields counts the fields the accepted lines filled, over all of them:
+	// of two formats that accept the same lines, the one that keeps more.
+	Fields int `json:"-"`
+	// Reason is why the first rejected line was refused.
+	Reason string `json:"reason,omitempty"`
+}
+
+// String is "main accepts 200 of 200" (directive lines left out of both).
+func (c Candidate) String() string {
+	return fmt.Sprintf("%s accepts %d of %d", c.Format, c.Accepted, c.Accepted+c.Rejected)
+}
+
+// Detection is Detect's verdict.
+type Detection struct {
+	// Format is the format chosen: the candidate that accepts the most
+	// lines; "" when none accepts any. Header lines alone choose nothing:
+	// a format may take lines for its headers that are not (Cloud
+	// Storage's CSV header is any line that starts with a letter), and
+	// would then skip them without a reject.
+	Format string
+	// Lines is how many lines were looked at.
+	Lines int
+	// Candidates are every format tried, best first.
+	Candidates []Candidate
+}
+
+// Best is the chosen format's candidate; ok is false when none was chosen.
+func (d Detection) Best() (c Candidate, ok bool) {
+	if d.Format == "" || len(d.Candidates) == 0 {
+		return Candidate{}, false
+	}
+	return d.Candidates[0], true
+}
+
+// Summary names the best candidates and their counts, for a log line:
+// "main 200/200, combined 200/200, common 0/200" (up to n of them).
+func (d Detection) Summary(n int) string {
+	var sb strings.Builder
+	for i, c := range d.Candidates {
+		if i == n {
+			fmt.Fprintf(&sb, ", %d more", len(d.Candidates)-n)
+			break
+		}
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "%s %d/%d", c.Format, c.Accepted, c.Accepted+c.Rejected)
+	}
+	return sb.String()
+}
+
+// Detect tries every format of DetectFormats on lines (in order, each with a
+// parser of its own, so a W3C parser reads the columns a "#Fields:" line
+// names before the lines under it) and ranks them: most lines accepted,
+// then fewest rejected (a format that takes a header line as its own
+// directive beats one that rejects it), then most fields kept (nginx main
+// over combined, which ignores what follows the user agent), then
+// DetectFormats' order. It is meant for the first lines of a file (a few
+// hundred): each format costs a parser and a pass over the lines.
+func Detect(lines [][]byte, opts Options) Detection {
+	return DetectAmong(DetectFormats(), lines, opts)
+}
+
+// DetectAmong is Detect over the given formats, in that order of preference.
+func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
+	d := Detection{Lines: len(lines)}
+	var h Hit
+	for _, f := range formats {
+		p, err := NewWith(f, opts)
+		if err != nil {
+			continue
+		}
+		c := Candidate{Format: f}
+		for _, line := range lines {
+			switch err := p.Parse(line, &h); {
+			case err == nil:
+				c.Accepted++
+				c.Fields += h.fields()
+			case errors.Is(err, ErrDirective):
+				c.Directives++
+			default:
+				if c.Rejected == 0 {
+					c.Reason = err.Error()
+				}
+				c.Rejected++
+			}
+		}
+		d.Candidates = append(d.Candidates, c)
+	}
+	// Stable: DetectFormats' order breaks the last ties.
+	slices.SortStableFunc(d.Candidates, func(a, b Candidate) int {
+		switch {
+		case a.Accepted != b.Accepted:
+			return b.Accepted - a.Accepted
+		case a.Rejected != b.Rejected:
+			return a.Rejected - b.Rejected
+		default:
+			return b.Fields - a.Fields
+		}
+	})
+	if len(d.Candidates) > 0 && d.Candidates[0].Accepted > 0 {
+		d.Format = d.Candidates[0].Format
+	}
+	return d
+}
+
+// HeadersOnly reports whether no format accepts a line but one takes every
+// line for its header lines: a W3C log whose server wrote its header block
+// and no request yet. The lines that follow tell.
+func (d Detection) HeadersOnly() bool {
+	if len(d.Candidates) == 0 {
+		return false
+	}
+	c := d.Candidates[0]
+	return c.Accepted == 0 && c.Rejected == 0 && c.Directives > 0
+}
+
+// fields counts the fields h holds, for Detect's "keeps more" tie-break.
+func (h *Hit) fields() int {
+	n := 0
+	for _, v := range [...][]byte{h.RemoteAddr, h.RemoteUser, h.Method, h.Path, h.Query, h.Protocol,
+		h.Referer, h.UserAgent, h.Host, h.ForwardedFor} {
+		if len(v) > 0 {
+			n++
+		}
+	}
+	for bits := h.Has &^ (HasReferer | HasUserAgent | HasHost | HasRequest); bits != 0; bits &= bits - 1 {
+		n++ // time, status, bytes, request time: present, whatever their value
+	}
+	return n
+}
+
+// SplitLines cuts data into its complete lines (each with its newline), at
+// most max of them; a last line without a newline is left out unless final
+// says data is all there is.
+func SplitLines(data []byte, max int, final bool) [][]byte {
+	var out [][]byte
+	for len(data) > 0 && len(out) < max {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			if final {
+				out = append(out, data)
+			}
+			break
+		}
+		out = append(out, data[:i+1])
+		data = data[i+1:]
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package parser
+
+import (
+	"strings"
+	"testing"
+)
+
+func detLines(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, l := range s {
+		out[i] = []byte(l + "\n")
+	}
+	return out
+}
+
+const (
+	detCombined = `203.0.113.7 - - [22/Nov/2026:13:55:36 +0100] "GET /pricing HTTP/1.1" 200 5123 "https://example.com/" "Mozilla/5.0"`
+	detCommon   = `127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326`
+	detVhost    = `www.example.com:443 203.0.113.9 - - [22/Nov/2026:08:00:01 +0000] "GET /pricing HTTP/1.1" 200 20480 "-" "curl/8"`
+	detJSON     = `{"time":"2026-11-22T13:55:36+01:00","remote_addr":"203.0.113.7","request":"GET /pricing HTTP/1.1","status":200}`
+	detRT       = `203.0.113.7 - - [22/Nov/2026:13:55:36 +0100] "GET /slow HTTP/1.1" 504 0 "-" "curl/8" 60.001`
+)
+
+func TestDetect(t *testing.T) {
+	rtFormat := `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time`
+	cases := []struct {
+		name  string
+		lines [][]byte
+		want  string
+		// wantAccepted is the chosen format's count.
+		wantAccepted int
+	}{
+		{"combined", detLines(detCombined, detCombined, detCombined), "combined", 3},
+		{"common", detLines(detCommon, detCommon), "common", 2},
+		{"vhost_combined", detLines(detVhost, detVhost), "vhost_combined", 2},
+		{"json", detLines(detJSON), "json", 1},
+		{"combined with request_time", detLines(detRT, detRT), rtFormat, 2},
+		{"a few bad lines do not change the verdict", detLines(detCombined, "garbage", detCombined, detCombined), "combined", 3},
+		{"one line is detected on what it has", detLines(detVhost), "vhost_combined", 1},
+		{"the majority wins", detLines(detVhost, detVhost, detVhost, detJSON), "vhost_combined", 3},
+		{"nothing parses", detLines("garbage", "more garbage"), "", 0},
+		{"no lines", nil, "", 0},
+		{"header-like lines alone choose nothing", detLines("#Version: 1.0", "#Fields: date time"), "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Detect(c.lines, Options{})
+			if d.Format != c.want {
+				t.Fatalf("format %q, want %q (%s)", d.Format, c.want, d.Summary(20))
+			}
+			if d.Lines != len(c.lines) {
+				t.Errorf("lines %d, want %d", d.Lines, len(c.lines))
+			}
+			best, ok := d.Best()
+			if ok != (c.want != "") || best.Accepted != c.wantAccepted {
+				t.Errorf("best %+v ok %v, want %d accepted", best, ok, c.wantAccepted)
+			}
+			// Every format is reported, with every line counted once.
+			if len(d.Candidates) != len(DetectFormats()) {
+				t.Errorf("%d candidates, want %d", len(d.Candidates), len(DetectFormats()))
+			}
+			for _, cand := range d.Candidates {
+				if cand.Accepted+cand.Rejected+cand.Directives != len(c.lines) {
+					t.Errorf("%s: %d+%d+%d lines, want %d", cand.Format, cand.Accepted, cand.Rejected, cand.Directives, len(c.lines))
+				}
+				if cand.Rejected > 0 && cand.Reason == "" {
+					t.Errorf("%s rejects %d lines and gives no reason", cand.Format, cand.Rejected)
+				}
+			}
+		})
+	}
+}
+
+// On a tie in accepted lines, the format that keeps more fields wins,
+// whatever the order of preference; on a full tie, the order decides.
+func TestDetectTieBreaks(t *testing.T) {
+	ignores := `$remote_addr [$time_local] "$request" $status $size`
+	keeps := `$remote_addr [$time_local] "$request" $status $body_bytes_sent`
+	ls := detLines(`192.0.2.1 [22/Nov/2026:13:55:36 +0100] "GET / HTTP/1.1" 200 512`,
+		`192.0.2.2 [22/Nov/2026:13:55:37 +0100] "GET /a HTTP/1.1" 404 0`)
+	for _, order := range [][]string{{ignores, keeps}, {keeps, ignores}} {
+		if d := DetectAmong(order, ls, Options{}); d.Format != keeps {
+			t.Errorf("order %q: chose %q, want the one that keeps the byte count", order, d.Format)
+		}
+	}
+	same := `$remote_addr [$time_local] "$request" $status $x`
+	for _, order := range [][]string{{ignores, same}, {same, ignores}} {
+		if d := DetectAmong(order, ls, Options{}); d.Format != order[0] {
+			t.Errorf("order %q: chose %q, want the first", order, d.Format)
+		}
+	}
+}
+
+func TestDetectionSummary(t *testing.T) {
+	d := Detect(detLines(detCombined, "garbage"), Options{})
+	s := d.Summary(2)
+	if !strings.HasPrefix(s, "combined 1/2, ") || !strings.HasSuffix(s, " more") {
+		t.Errorf("summary %q", s)
+	}
+	best, _ := d.Best()
+	if got := best.String(); got != "combined accepts 1 of 2" {
+		t.Errorf("candidate %q", got)
+	}
+}
+
+func TestDetectFormatsAreUsable(t *testing.T) {
+	fs := DetectFormats()
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if seen[f] {
+			t.Errorf("%q twice", f)
+		}
+		seen[f] = true
+		if _, err := New(f); err != nil {
+			t.Errorf("%q: %v", f, err)
+		}
+	}
+	for _, f := range Formats() {
+		if !seen[f] {
+			t.Errorf("named format %q is not tried", f)
+		}
+	}
+	if _, err := New(Auto); err == nil {
+		t.Errorf("New(%q) must be refused: it is resolved by Detect first", Auto)
+	}
+}
+
+func TestSplitLines(t *testing.T) {
+	cases := []struct {
+		data  string
+		max   int
+		final bool
+		want  []string
+	}{
+		{"a\nb\nc", 10, false, []string{"a\n", "b\n"}},
+		{"a\nb\nc", 10, true, []string{"a\n", "b\n", "c"}},
+		{"a\nb\nc\n", 2, true, []string{"a\n", "b\n"}},
+		{"", 10, true, nil},
+		{"partial", 10, false, nil},
+	}
+	for _, c := range cases {
+		got := SplitLines([]byte(c.data), c.max, c.final)
+		if len(got) != len(c.want) {
+			t.Errorf("%q: %q, want %q", c.data, got, c.want)
+			continue
+		}
+		for i := range got {
+			if string(got[i]) != c.want[i] {
+				t.Errorf("%q: %q, want %q", c.data, got, c.want)
+			}
+		}
+	}
+}
+
+// BenchmarkDetect is the cost of one detection (a file's first 200 lines
+// against every format), paid once per file opened with format: auto.
+func BenchmarkDetect(b *testing.B) {
+	ls := benchLines("combined", 200)
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := Detect(ls, Options{}); d.Format != "combined" {
+			b.Fatal(d.Summary(5))
+		}
+	}
+}
+
+// W3C's header lines are the w3c format's own (neither accepted nor
+// rejected, so w3c ranks first), and header lines alone choose nothing
+// yet: the request lines that follow tell.
+func TestDetectHeaderLines(t *testing.T) {
+	header := []string{"#Software: Microsoft Internet Information Services 10.0", "#Version: 1.0",
+		"#Date: 2026-11-24 10:00:00", "#Fields: date time c-ip cs-method cs-uri-stem sc-status time-taken"}
+	row := "2026-11-24 10:00:01 203.0.113.7 GET /pricing 200 15"
+	d := Detect(detLines(append(header, row, row)...), Options{})
+	best, _ := d.Best()
+	if d.Format != "w3c" || best.Accepted != 2 || best.Directives != 4 || best.Rejected != 0 || d.HeadersOnly() {
+		t.Errorf("IIS log: %q %+v headers-only %v (%s)", d.Format, best, d.HeadersOnly(), d.Summary(5))
+	}
+	d = Detect(detLines(header...), Options{})
+	if d.Format != "" || !d.HeadersOnly() {
+		t.Errorf("header lines alone: %q headers-only %v (%s)", d.Format, d.HeadersOnly(), d.Summary(5))
+	}
+	if d := Detect(detLines(detCombined), Options{}); d.HeadersOnly() {
+		t.Errorf("a combined line is no header")
+	}
+}
