@@ -1,0 +1,175 @@
+package collector_test
+
+// Adversary of issue 17 (format: auto): reproductions of ways the
+// exactly-once guarantee breaks around format detection, format switches
+// and header lines. Each test fails while the finding stands; they run only
+// with HITCOUNT_ADVERSARY=1 (see adversaryGate), e.g.
+//
+//	HITCOUNT_ADVERSARY=1 HITCOUNT_CHDB_LIB=/work/main/.cache/chdb/current/libchdb.so CI=1 \
+//	  go test -count=1 -run 'TestAdversary17' ./internal/collector/
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"os"
+
+	"github.com/hitcount/hitcount/internal/collector"
+	"github.com/hitcount/hitcount/internal/testenv"
+	"github.com/hitcount/hitcount/parser"
+	"github.com/hitcount/hitcount/sink"
+)
+
+// lostAck is the real store, except that one chosen insert (hold says which)
+// is carried out and then its answer is lost, as when the connection drops
+// after the server committed: Insert blocks until release is closed and
+// returns an error. A collector stopped meanwhile keeps the batch's
+// in-flight record, exactly the state a kill -9 at that moment leaves (the
+// next start reads only the positions file and the store).
+type lostAck struct {
+	testenv.Store
+	hold     func(b *sink.Batch) bool
+	once     sync.Once
+	inserted chan struct{} // closed once the held insert committed
+	release  chan struct{}
+}
+
+func newLostAck(s testenv.Store, hold func(b *sink.Batch) bool) *lostAck {
+	return &lostAck{Store: s, hold: hold, inserted: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (l *lostAck) Insert(ctx context.Context, b *sink.Batch) error {
+	held := false
+	if l.hold(b) {
+		l.once.Do(func() { held = true })
+	}
+	err := l.Store.Insert(ctx, b)
+	if !held {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("the held insert failed by itself: %w", err)
+	}
+	close(l.inserted)
+	<-l.release
+	return errors.New("read: connection reset by peer (the test lost the answer)")
+}
+
+// Exclusive forwards the embedded store's answer (one process inserts).
+func (l *lostAck) Exclusive() bool {
+	x, ok := l.Store.(interface{ Exclusive() bool })
+	return ok && x.Exclusive()
+}
+
+// onceReport is what the store holds of one site's lines: offsets twice in
+// hits, twice in rejects, in both, and the totals.
+type onceReport struct {
+	hits, hitOffsets, rejects, rejectOffsets, both uint64
+}
+
+func (r onceReport) String() string {
+	return fmt.Sprintf("hits %d rows (%d offsets), rejects %d rows (%d offsets), %d offsets in both",
+		r.hits, r.hitOffsets, r.rejects, r.rejectOffsets, r.both)
+}
+
+// violated says whether a line is stored twice.
+func (r onceReport) violated() bool {
+	return r.hits != r.hitOffsets || r.rejects != r.rejectOffsets || r.both > 0
+}
+
+func onceCheck(t *testing.T, st *store) onceReport {
+	t.Helper()
+	db := st.db
+	return onceReport{
+		hits:          st.count(t, "SELECT count() FROM "+db+".hits"),
+		hitOffsets:    st.count(t, "SELECT uniqExact(source_id, offset) FROM "+db+".hits"),
+		rejects:       st.count(t, "SELECT count() FROM "+db+".rejects"),
+		rejectOffsets: st.count(t, "SELECT uniqExact(source_id, offset) FROM "+db+".rejects"),
+		both:          st.count(t, "SELECT count() FROM "+db+".hits WHERE (source_id, offset) IN (SELECT source_id, offset FROM "+db+".rejects)"),
+	}
+}
+
+// settleStore waits until hits and rejects stop changing for 2 s.
+func settleStore(t *testing.T, st *store, timeout time.Duration) onceReport {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := onceCheck(t, st)
+	stable := time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(250 * time.Millisecond)
+		cur := onceCheck(t, st)
+		if cur != last {
+			last, stable = cur, time.Now()
+			continue
+		}
+		if time.Since(stable) >= 2*time.Second {
+			return cur
+		}
+	}
+	return last
+}
+
+// Finding 1: a format switch inside a batch whose insert outcome is
+// unknown, then a restart.
+//
+// One batch: 300 combined lines, then 300 JSON lines (the server's
+// log_format changed). Detection picks combined; the 50th JSON line in a row
+// switches to json and the run of rejects is read again, so the batch ships
+// 600 hits and no reject. Its insert commits but the answer is lost and the
+// collector stops (= kill -9 there): the in-flight record stays. The next
+// start detects the format again at the batch's first line, which is
+// combined (format detection only looks at the first 200 lines), and reads
+// the batch again under combined, never re-cut (noRecutBefore): the first
+// 50 JSON lines become rejects, though hits already holds them. The server
+// (no dedup) reads the batch "for the rejects it may lack"; the embedded
+// engine replays "the identical batch", which is not identical: its hits
+// are dropped by the token, its new rejects block lands.
+//
+// The in-flight record does not say which format(s) parsed the batch.
+func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "access.log")
+		data := append(logLines(1, 300, base), jsonLines(300, base.Add(time.Minute))...)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		la := newLostAck(st.store, func(b *sink.Batch) bool { return b.Rows() > 0 })
+		stop := startInserter(t, la, path, func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+		})
+		select {
+		case <-la.inserted:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the batch was never inserted")
+		}
+		before := onceCheck(t, st)
+		t.Logf("%s: committed, answer lost: %v", d.Backend, before)
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		time.Sleep(200 * time.Millisecond) // the collector is stopping
+		close(la.release)
+		<-stopped
+
+		startCollector(t, st, path, func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+		})
+		got := settleStore(t, st, 60*time.Second)
+		t.Logf("%s: after the restart: %v", d.Backend, got)
+		if got.violated() || got.hits+got.rejects != 600 {
+			t.Errorf("%s: want each of the 600 lines once in hits or rejects; got %v", d.Backend, got)
+		}
+	})
+}
