@@ -9,6 +9,7 @@ package collector_test
 //	  go test -count=1 -run 'TestAdversary17' ./internal/collector/
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -170,6 +171,61 @@ func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
 		t.Logf("%s: after the restart: %v", d.Backend, got)
 		if got.violated() || got.hits+got.rejects != 600 {
 			t.Errorf("%s: want each of the 600 lines once in hits or rejects; got %v", d.Backend, got)
+		}
+	})
+}
+
+// Finding 2: a batch whose last line is over the line limit, its outcome
+// unknown, then a restart.
+//
+// 20 lines, then one of 1.5 MiB (over the 1 MiB default limit: a reject
+// "line too long"), then nothing for a while: the batch ends on the long
+// line. Its insert commits, the answer is lost, the collector stops (= kill
+// -9 there); 20 more lines are written; the collector starts again. The
+// replay of the batch in flight (read() stops a replay only at a line that
+// is not over-long: off >= replayUntil is checked in the err == nil case
+// only) runs past the recorded last line, so on the embedded engine the
+// "identical" batch has another span and id, the token does not drop it,
+// and the first 20 lines land twice. On the server, the batch is read again
+// for the rejects it may lack, and the over-long line (not checked against
+// held, unlike every other line) is sent again as a reject: twice in
+// rejects.
+func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "access.log")
+		long := append(bytes.Repeat([]byte("x"), 3<<19), '\n')
+		if err := os.WriteFile(path, append(logLines(1, 20, base), long...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		tune := func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+		}
+		la := newLostAck(st.store, func(b *sink.Batch) bool { return true })
+		stop := startInserter(t, la, path, tune)
+		select {
+		case <-la.inserted:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the batch was never inserted")
+		}
+		t.Logf("%s: committed, answer lost: %v", d.Backend, onceCheck(t, st))
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		time.Sleep(200 * time.Millisecond)
+		close(la.release)
+		<-stopped
+
+		appendTo(t, path, logLines(2, 20, base.Add(time.Minute)))
+		startCollector(t, st, path, tune)
+		got := settleStore(t, st, 60*time.Second)
+		t.Logf("%s: after the restart: %v", d.Backend, got)
+		if got.violated() || got.hits != 40 || got.rejects != 1 {
+			t.Errorf("%s: want 40 hits and 1 reject, each line once; got %v", d.Backend, got)
 		}
 	})
 }
