@@ -229,3 +229,48 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 		}
 	})
 }
+
+// Finding 3: W3C logs are known by their first two lines, which are the
+// same in every file of a server.
+//
+// A file is known by a hash of its first two lines (tailer.Fingerprint).
+// IIS starts every log file with "#Software: Microsoft Internet Information
+// Services 10.0" and "#Version: 1.0" (the "#Date:" that differs is the
+// third line); CloudFront with "#Version: 1.0" and its fixed "#Fields:"
+// line. So every log of one server is one source: two daily IIS files under
+// one glob (u_ex261124.log, u_ex261125.log: IIS opens a new file each day,
+// nothing is renamed) share a source id, and the second is resumed after
+// the first's committed offset, or found "shorter than what was
+// committed" and not read at all.
+func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		dir := t.TempDir()
+		day1, day2 := filepath.Join(dir, "u_ex261124.log"), filepath.Join(dir, "u_ex261125.log")
+		if err := os.WriteFile(day1, []byte(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 100, base)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logs, _, stop := autoCollector(t, st, filepath.Join(dir, "u_ex*.log"), parser.Auto)
+		st.waitRows(t, 100, 60*time.Second)
+		// The next day: a new file, 80 lines (fewer than the first's).
+		next := base.Add(24 * time.Hour)
+		if err := os.WriteFile(day2, []byte(w3cBlock(next, w3cFieldsA)+w3cRows(w3cFieldsA, 1000, 80, next)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		stop()
+		got := settleStore(t, st, 30*time.Second)
+		ids := st.count(t, "SELECT uniqExact(source_id) FROM "+st.db+".hits")
+		t.Logf("%s: two IIS files of 100 and 80 lines: %v; %d source ids", d.Backend, got, ids)
+		for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
+			if bytes.Contains(l, []byte("u_ex261125")) {
+				t.Logf("%s: %s", d.Backend, l)
+			}
+		}
+		if got.violated() || got.hits != 180 || ids != 2 {
+			t.Errorf("%s: want the 180 lines once, under two source ids; got %v, %d source ids", d.Backend, got, ids)
+		}
+	})
+}
