@@ -13,8 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -273,4 +276,134 @@ func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
 			t.Errorf("%s: want the 180 lines once, under two source ids; got %v, %d source ids", d.Backend, got, ids)
 		}
 	})
+}
+
+// A seeded random schedule: one live file whose lines change format at
+// random (combined, json, and runs of garbage), the collector (format:
+// auto, in a child process) killed with SIGKILL at random moments and
+// restarted; at the end no line may be stored twice (in hits twice, in
+// rejects twice, or in both). HC_ADV_SEED replays a schedule.
+func TestAdversary17KillNineWhileFormatsChange(t *testing.T) {
+	adversaryGate(t)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("HC_ADV_SEED"); v != "" {
+		fmt.Sscan(v, &seed)
+	}
+	t.Logf("HC_ADV_SEED=%d", seed)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		rng := rand.New(rand.NewPCG(seed, 17))
+		kills := 20
+		if d.Backend == "embedded" {
+			kills = 10
+		}
+		st := newStore(t, d)
+		st.store.Close()
+		dir, state := t.TempDir(), t.TempDir()
+		path := filepath.Join(dir, "access.log")
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		child := func(env ...string) *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(append(append(os.Environ(), d.Env()...), "HITCOUNT_CHILD_COLLECTOR=1",
+				"HC_GLOB="+path, "HC_ROWS=500", "HC_STATE="+state, "HC_FORMAT="+parser.Auto), env...)
+			cmd.Stderr = testWriter{t}
+			return cmd
+		}
+		base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+		var written, kinds [3]int
+		stopWriting := make(chan struct{})
+		writerDone := make(chan struct{})
+		var mu sync.Mutex
+		wrng := rand.New(rand.NewPCG(seed, 18))
+		go func() {
+			defer close(writerDone)
+			kind, left := 0, 0
+			for n := 0; ; n++ {
+				select {
+				case <-stopWriting:
+					return
+				case <-time.After(time.Duration(2+wrng.IntN(20)) * time.Millisecond):
+				}
+				if left == 0 {
+					kind, left = wrng.IntN(3), 20+wrng.IntN(400)
+					if kind == 2 {
+						left = 1 + wrng.IntN(80) // garbage: short runs, some long enough to switch
+					}
+					mu.Lock()
+					kinds[kind]++
+					mu.Unlock()
+				}
+				k := min(left, 1+wrng.IntN(60))
+				left -= k
+				at := base.Add(time.Duration(n) * time.Second)
+				var chunk []byte
+				switch kind {
+				case 0:
+					chunk = logLines(uint64(n), k, at)
+				case 1:
+					chunk = jsonLines(k, at)
+				case 2:
+					for i := range k {
+						chunk = fmt.Appendf(chunk, "garbage %d %d <<%x>>\n", n, i, wrng.Uint64())
+					}
+				}
+				if _, err := f.Write(chunk); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				written[kind] += k
+				mu.Unlock()
+			}
+		}()
+		for range kills {
+			cmd := child()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(150+rng.IntN(900)) * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+		}
+		close(stopWriting)
+		<-writerDone
+		if err := child("HC_UNTIL_QUIET=1").Run(); err != nil {
+			t.Fatalf("final collector run: %v", err)
+		}
+		st.store = d.Open(t)
+		got := onceCheck(t, st)
+		good := uint64(written[0] + written[1])
+		t.Logf("%s seed %d: %d combined, %d json, %d garbage lines (%v segments); %v", d.Backend, seed, written[0], written[1], written[2], kinds, got)
+		if got.violated() {
+			t.Errorf("%s (HC_ADV_SEED=%d): a line stored twice: %v", d.Backend, seed, got)
+			logBoth(t, st)
+		}
+		if got.hits > good {
+			t.Errorf("%s (HC_ADV_SEED=%d): %d hits, more than the %d good lines", d.Backend, seed, got.hits, good)
+		}
+		if got.hits+got.rejects < good {
+			t.Logf("%s: %d good lines are neither hits nor sampled rejects (sent as rejects past a batch's sample of 100, or lost)", d.Backend, good-got.hits-got.rejects)
+		}
+	})
+}
+
+// logBoth logs a few of the lines stored both as hits and as rejects.
+func logBoth(t *testing.T, st *store) {
+	t.Helper()
+	q := "SELECT offset, reason, substring(line, 1, 60) FROM " + st.db + ".rejects WHERE (source_id, offset) IN (SELECT source_id, offset FROM " + st.db + ".hits) ORDER BY offset LIMIT 3"
+	err := st.store.Select(context.Background(), q, nil, func(scan func(...any) error) error {
+		var off uint64
+		var reason, line string
+		if err := scan(&off, &reason, &line); err != nil {
+			return err
+		}
+		t.Logf("in hits and in rejects: offset %d, reason %q, line %q", off, reason, line)
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }

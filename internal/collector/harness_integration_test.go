@@ -1,6 +1,7 @@
 package collector_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -40,7 +41,7 @@ func childCollector() int {
 	refresh, _ := time.ParseDuration(os.Getenv("HC_OWNERS_REFRESH")) // 0: the default
 	run := func(ctx context.Context) error {
 		c, err := collector.New(s, collector.Options{
-			Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: "combined", StartAtEnd: os.Getenv("HC_START_END") != ""}},
+			Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: cmp.Or(os.Getenv("HC_FORMAT"), "combined"), StartAtEnd: os.Getenv("HC_START_END") != ""}},
 			BatchRows: rows, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
 			RotatedIdle: 300 * time.Millisecond, StateDir: os.Getenv("HC_STATE"), OwnersRefresh: refresh,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
