@@ -468,3 +468,54 @@ func logLost(t *testing.T, st *store, path string) {
 		off = end
 	}
 }
+
+// Finding 1, the loss side: the batch in flight is read again under the
+// format detected at its first line, not the one that parsed it.
+//
+// 100 JSON lines, 20 combined, 20 JSON; batches of 70: detection picks
+// json, the second batch is 30 JSON lines (hits), 20 combined (rejects,
+// too few to switch) and 20 JSON (hits). Its hits insert commits, its
+// rejects insert cannot (the rejects table is away) and the collector stops
+// while it retries: the in-flight record stays, as after a kill -9 between
+// the two inserts. 200 combined lines are written, the table comes back,
+// the collector starts. The committed offset (from hits) is past the
+// batch, which is read again "for the rejects it may lack" under the format
+// detected at its first line, now combined (150 of the next 200 lines). On
+// the server the 20 combined lines parse, are taken for committed hits and
+// skipped: stored nowhere; the 50 JSON lines are rejected, and sent as
+// rejects: stored twice. The embedded engine replays the batch under
+// combined: its JSON lines land in rejects as well.
+func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "access.log")
+		data := append(jsonLines(100, base), logLines(1, 20, base.Add(time.Hour))...)
+		data = append(data, jsonLines(20, base.Add(2*time.Hour))...)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		state := t.TempDir()
+		tune := func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+			o.BatchRows = 70
+		}
+		execSQL(t, st, fmt.Sprintf("RENAME TABLE %s.rejects TO %s.rejects_away", st.db, st.db))
+		stop := startCollector(t, st, path, tune)
+		st.waitRows(t, 120, 30*time.Second)
+		time.Sleep(time.Second) // the rejects insert fails and is retried
+		stop()
+		execSQL(t, st, fmt.Sprintf("RENAME TABLE %s.rejects_away TO %s.rejects", st.db, st.db))
+		appendTo(t, path, logLines(2, 200, base.Add(3*time.Hour)))
+		startCollector(t, st, path, tune)
+		got := settleStore(t, st, 60*time.Second)
+		stored := st.count(t, "SELECT uniqExact(offset) FROM (SELECT offset FROM "+st.db+".hits UNION ALL SELECT offset FROM "+st.db+".rejects)")
+		t.Logf("%s: %v; %d of the 340 lines stored", d.Backend, got, stored)
+		if got.violated() || stored != 340 {
+			t.Errorf("%s: want each of the 340 lines once in hits or rejects; got %v, %d lines stored", d.Backend, got, stored)
+		}
+	})
+}
