@@ -519,3 +519,50 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 		}
 	})
 }
+
+// Finding 4: a W3C log resumed more than 16 MiB after its last "#Fields:"
+// line is read with the file's first block instead.
+//
+// headerBlockAt looks back at most headerSearch (16 MiB) for the block in
+// force at the resume offset; past it "the block at the top of the file is
+// taken". IIS writes a new block after each restart of the site, with the
+// fields configured then. Here the first block names 10 fields, the second
+// (after a restart) the same in another order; 18 MiB of lines follow it,
+// shipped; the collector restarts and 100 lines more are written. They are
+// parsed with the first block's columns: all rejected (and the format watch
+// finds nothing better, as it asks Detect with the same wrong header), so
+// every line of the file from there on is a reject, sampled 100 per batch:
+// its hits are gone from the counts until IIS writes another block.
+func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	const fieldsC = "cs(User-Agent) date time c-ip cs-method cs-uri-stem cs-uri-query sc-status sc-bytes time-taken"
+	ua := "Mozilla/5.0+" + string(bytes.Repeat([]byte("x"), 2000))
+	rowsC := func(from, n int) string {
+		var b bytes.Buffer
+		for i := from; i < from+n; i++ {
+			ts := base.Add(time.Duration(i) * time.Second)
+			fmt.Fprintf(&b, "%s %s %s 203.0.113.%d GET /w/%d - 200 %d 15\n", ua, ts.Format("2006-01-02"), ts.Format("15:04:05"), i%250, i, 100+i)
+		}
+		return b.String()
+	}
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "u_ex261124.log")
+		const far = 9000 // about 18 MiB
+		data := w3cBlock(base, w3cFieldsA) + w3cRows(w3cFieldsA, 0, 10, base) + w3cBlock(base.Add(time.Hour), fieldsC) + rowsC(10, far)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, stop := autoCollector(t, st, path, parser.Auto)
+		st.waitRows(t, 10+far, 120*time.Second)
+		stop()
+		appendTo(t, path, []byte(rowsC(10+far, 100)))
+		autoCollector(t, st, path, parser.Auto)
+		got := settleStore(t, st, 60*time.Second)
+		t.Logf("%s: %d bytes, the last block %d bytes before the resume offset: %v", d.Backend, len(data), len(data)-len(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 10, base)), got)
+		if got.violated() || got.hits != 10+far+100 {
+			t.Errorf("%s: want the %d lines as hits; got %v", d.Backend, 10+far+100, got)
+		}
+	})
+}
