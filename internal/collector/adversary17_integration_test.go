@@ -566,3 +566,41 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 		}
 	})
 }
+
+// Finding 5 (not a double, a loss to rejects): a live file whose first
+// lines are garbage, then good lines. No format accepts the first lines,
+// so it is parsed with the fallback (combined) and the watch flags a
+// mismatch at the 50th; from then on it detects again only every 1000
+// lines, twice as many each time (recheckAt), however clearly the lines
+// that follow are in another format, and a switch reads again only what
+// is in the batch in hand. A web server logging JSON at 200 lines a second
+// behind 250 garbage lines (more than detection looks at): about the first thousand of its lines are
+// shipped as rejects (sampled: 100 per batch kept, the rest only counted).
+func TestAdversary17GarbageThenGoodLines(t *testing.T) {
+	adversaryGate(t)
+	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+		st := newStore(t, d)
+		path := filepath.Join(t.TempDir(), "access.log")
+		var garbage []byte
+		for i := range 250 {
+			garbage = fmt.Appendf(garbage, "starting worker %d: pid %d\n", i, 1000+i)
+		}
+		if err := os.WriteFile(path, garbage, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, reg, _ := autoCollector(t, st, path, parser.Auto)
+		time.Sleep(time.Second) // detected (on the garbage: the fallback) and shipped
+		const good = 1600
+		for i := 0; i < good; i += 20 {
+			appendTo(t, path, jsonLines(20, base.Add(time.Duration(i)*time.Second)))
+			time.Sleep(100 * time.Millisecond)
+		}
+		got := settleStore(t, st, 60*time.Second)
+		rejected := metricValue(t, reg, "hitcount_collector_lines_rejected_total", nil)
+		t.Logf("%s: 250 garbage lines then %d JSON lines: %v; lines_rejected_total %v", d.Backend, good, got, rejected)
+		if got.hits < good-50 {
+			t.Errorf("%s: %d of the %d JSON lines are hits; want all but those sent before the format showed (at most 50)", d.Backend, got.hits, good)
+		}
+	})
+}
