@@ -248,34 +248,76 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
 	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
-		st := newStore(t, d)
-		dir := t.TempDir()
-		day1, day2 := filepath.Join(dir, "u_ex261124.log"), filepath.Join(dir, "u_ex261125.log")
-		if err := os.WriteFile(day1, []byte(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 100, base)), 0o644); err != nil {
-			t.Fatal(err)
+	const cfHeader = "#Version: 1.0\n#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status cs(Referer) cs(User-Agent) cs-uri-query cs(Cookie) x-edge-result-type x-edge-request-id x-host-header cs-protocol cs-bytes time-taken\n"
+	cfRows := func(from, n int, start time.Time) []byte {
+		var out []byte
+		for i := from; i < from+n; i++ {
+			ts := start.Add(time.Duration(i) * time.Second)
+			out = fmt.Appendf(out, "%s\t%s\tLAX1\t392\t192.0.2.%d\tGET\td1.cloudfront.net\t/c/%d\t200\t-\tcurl/8\t-\t-\tHit\tid%d\td1.cloudfront.net\thttps\t23\t0.001\n",
+				ts.Format("2006-01-02"), ts.Format("15:04:05"), i%250, i, i)
 		}
-		logs, _, stop := autoCollector(t, st, filepath.Join(dir, "u_ex*.log"), parser.Auto)
-		st.waitRows(t, 100, 60*time.Second)
-		// The next day: a new file, 80 lines (fewer than the first's).
-		next := base.Add(24 * time.Hour)
-		if err := os.WriteFile(day2, []byte(w3cBlock(next, w3cFieldsA)+w3cRows(w3cFieldsA, 1000, 80, next)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(3 * time.Second)
-		stop()
-		got := settleStore(t, st, 30*time.Second)
-		ids := st.count(t, "SELECT uniqExact(source_id) FROM "+st.db+".hits")
-		t.Logf("%s: two IIS files of 100 and 80 lines: %v; %d source ids", d.Backend, got, ids)
-		for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
-			if bytes.Contains(l, []byte("u_ex261125")) {
-				t.Logf("%s: %s", d.Backend, l)
-			}
-		}
-		if got.violated() || got.hits != 180 || ids != 2 {
-			t.Errorf("%s: want the 180 lines once, under two source ids; got %v, %d source ids", d.Backend, got, ids)
-		}
-	})
+		return out
+	}
+	cases := []struct {
+		name string
+		// first and second are the two files: name and content.
+		first, second string
+		data1, data2  []byte
+		want1, want2  uint64
+		gzip1, gzip2  bool
+		wantSourceIDs uint64
+	}{
+		{
+			name:  "IIS daily files",
+			first: "u_ex261124.log", second: "u_ex261125.log",
+			data1: []byte(w3cBlock(base, w3cFieldsA) + w3cRows(w3cFieldsA, 0, 100, base)),
+			// The next day: 80 lines, fewer than the first's.
+			data2: []byte(w3cBlock(base.Add(24*time.Hour), w3cFieldsA) + w3cRows(w3cFieldsA, 1000, 80, base.Add(24*time.Hour))),
+			want1: 100, want2: 80, wantSourceIDs: 2,
+		},
+		{
+			name:  "CloudFront gzipped deliveries",
+			first: "E2EXAMPLE.2026-11-24-10.a1b2c3d4.gz", second: "E2EXAMPLE.2026-11-24-10.e5f6a7b8.gz",
+			data1: append([]byte(cfHeader), cfRows(0, 100, base)...),
+			data2: append([]byte(cfHeader), cfRows(1000, 120, base)...),
+			gzip1: true, gzip2: true,
+			want1: 100, want2: 120, wantSourceIDs: 2,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
+				st := newStore(t, d)
+				dir := t.TempDir()
+				write := func(name string, data []byte, gz bool) {
+					if gz {
+						writeGzip(t, filepath.Join(dir, name), data)
+						return
+					}
+					if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				write(tc.first, tc.data1, tc.gzip1)
+				logs, _, stop := autoCollector(t, st, filepath.Join(dir, "*"), parser.Auto)
+				st.waitRows(t, tc.want1, 60*time.Second)
+				write(tc.second, tc.data2, tc.gzip2)
+				time.Sleep(3 * time.Second)
+				stop()
+				got := settleStore(t, st, 30*time.Second)
+				ids := st.count(t, "SELECT uniqExact(source_id) FROM "+st.db+".hits")
+				t.Logf("%s: files of %d and %d lines: %v; %d source ids", d.Backend, tc.want1, tc.want2, got, ids)
+				for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
+					if bytes.Contains(l, []byte(tc.second)) {
+						t.Logf("%s: %s", d.Backend, l)
+					}
+				}
+				if got.violated() || got.hits != tc.want1+tc.want2 || ids != tc.wantSourceIDs {
+					t.Errorf("%s: want the %d lines once, under %d source ids; got %v, %d source ids", d.Backend, tc.want1+tc.want2, tc.wantSourceIDs, got, ids)
+				}
+			})
+		})
+	}
 }
 
 // A seeded random schedule: one live file whose lines change format at
