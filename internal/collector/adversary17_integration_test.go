@@ -98,10 +98,17 @@ func onceCheck(t *testing.T, st *store) onceReport {
 	}
 }
 
-// settleStore waits until hits and rejects stop changing for 2 s.
-func settleStore(t *testing.T, st *store, timeout time.Duration) onceReport {
+// settleStore waits until hits and rejects hold at least atLeast rows
+// together (or timeout passes), then until they stop changing for 2 s.
+func settleStore(t *testing.T, st *store, atLeast uint64, timeout time.Duration) onceReport {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if r := onceCheck(t, st); r.hits+r.rejects >= atLeast {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	last := onceCheck(t, st)
 	stable := time.Now()
 	for time.Now().Before(deadline) {
@@ -170,7 +177,7 @@ func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
 			o.StateDir = state
 			o.DetectWait = 200 * time.Millisecond
 		})
-		got := settleStore(t, st, 60*time.Second)
+		got := settleStore(t, st, 600, 60*time.Second)
 		t.Logf("%s: after the restart: %v", d.Backend, got)
 		if got.violated() || got.hits+got.rejects != 600 {
 			t.Errorf("%s: want each of the 600 lines once in hits or rejects; got %v", d.Backend, got)
@@ -225,7 +232,7 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 
 		appendTo(t, path, logLines(2, 20, base.Add(time.Minute)))
 		startCollector(t, st, path, tune)
-		got := settleStore(t, st, 60*time.Second)
+		got := settleStore(t, st, 41, 60*time.Second)
 		t.Logf("%s: after the restart: %v", d.Backend, got)
 		if got.violated() || got.hits != 40 || got.rejects != 1 {
 			t.Errorf("%s: want 40 hits and 1 reject, each line once; got %v", d.Backend, got)
@@ -304,7 +311,7 @@ func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
 				write(tc.second, tc.data2, tc.gzip2)
 				time.Sleep(3 * time.Second)
 				stop()
-				got := settleStore(t, st, 30*time.Second)
+				got := settleStore(t, st, tc.want1, 30*time.Second)
 				ids := st.count(t, "SELECT uniqExact(source_id) FROM "+st.db+".hits")
 				t.Logf("%s: files of %d and %d lines: %v; %d source ids", d.Backend, tc.want1, tc.want2, got, ids)
 				for _, l := range bytes.Split(logs.Bytes(), []byte("\n")) {
@@ -553,7 +560,7 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 		execSQL(t, st, fmt.Sprintf("RENAME TABLE %s.rejects_away TO %s.rejects", st.db, st.db))
 		appendTo(t, path, logLines(2, 200, base.Add(3*time.Hour)))
 		startCollector(t, st, path, tune)
-		got := settleStore(t, st, 60*time.Second)
+		got := settleStore(t, st, 340, 60*time.Second)
 		stored := st.count(t, "SELECT uniqExact(offset) FROM (SELECT offset FROM "+st.db+".hits UNION ALL SELECT offset FROM "+st.db+".rejects)")
 		t.Logf("%s: %v; %d of the 340 lines stored", d.Backend, got, stored)
 		if got.violated() || stored != 340 {
@@ -601,7 +608,7 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 		stop()
 		appendTo(t, path, []byte(rowsC(10+far, 100)))
 		autoCollector(t, st, path, parser.Auto)
-		got := settleStore(t, st, 60*time.Second)
+		got := settleStore(t, st, 10+far+100, 60*time.Second)
 		t.Logf("%s: %d bytes, the last block %d bytes before the resume offset: %v", d.Backend, len(data), len(data)-len(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 10, base)), got)
 		if got.violated() || got.hits != 10+far+100 {
 			t.Errorf("%s: want the %d lines as hits; got %v", d.Backend, 10+far+100, got)
@@ -638,7 +645,7 @@ func TestAdversary17GarbageThenGoodLines(t *testing.T) {
 			appendTo(t, path, jsonLines(20, base.Add(time.Duration(i)*time.Second)))
 			time.Sleep(100 * time.Millisecond)
 		}
-		got := settleStore(t, st, 60*time.Second)
+		got := settleStore(t, st, 1000, 60*time.Second)
 		rejected := metricValue(t, reg, "hitcount_collector_lines_rejected_total", nil)
 		t.Logf("%s: 250 garbage lines then %d JSON lines: %v; lines_rejected_total %v", d.Backend, good, got, rejected)
 		if got.hits < good-50 {
