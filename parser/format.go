@@ -633,15 +633,33 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 		if len(v) == 0 {
 			return bad(0, "empty client address")
 		}
+		// No address holds a control byte or a quote: a run of NULs a
+		// crash left before the line, or the pieces of a quoted list.
+		for k, c := range v {
+			if c < 0x20 || c == 0x7f || c == '"' {
+				return bad(k, "not a client address: a control byte or '\"' in it")
+			}
+		}
 		h.RemoteAddr = v
 	case fPeerAddr:
 		if h.RemoteAddr == nil && len(v) > 0 && !dash(v) {
 			h.RemoteAddr = v
 		}
 	case fRemoteUser:
-		if !dash(v) {
-			h.RemoteUser = v
+		if dash(v) {
+			return nil
 		}
+		// A named format's user runs up to " [", so more words before the
+		// time than the format has (a client list "a, b, c - - [", a
+		// vhost_combined line read as combined, two lines run together)
+		// would all land here. Neither server writes a space or a quote
+		// in it unescaped in practice: such a line is the wrong format.
+		if p.flex {
+			if k := bytes.IndexAny(v, " \""); k >= 0 {
+				return bad(k, "a space or '\"' in the user: more fields before the time than the format has (a client list, a virtual host, another format?)")
+			}
+		}
+		h.RemoteUser = v
 	case fTime, fTimeISO, fMsec:
 		return p.setTime(f, v, h)
 	case fRequest:
