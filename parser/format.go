@@ -690,6 +690,11 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 			h.Protocol = v
 		}
 	case fStatus:
+		if dash(v) {
+			// Apache's %>s for a request that got no status (pfmt writes
+			// "-" for a status <= 0): the request was still logged.
+			return nil
+		}
 		if len(v) != 3 || v[0] < '1' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9' {
 			return bad(0, "expected a three-digit status")
 		}
