@@ -534,7 +534,21 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 			return err
 		}
 	}
+	if h.RemoteAddr == nil && h.ForwardedFor != nil {
+		// A format logging X-Forwarded-For in place of the client (Apache
+		// behind a load balancer: "%{X-Forwarded-For}i %l %u %t ..."): the
+		// client is the list's first address.
+		h.RemoteAddr = firstAddr(h.ForwardedFor)
+	}
 	return nil
+}
+
+// firstAddr is the first address of an X-Forwarded-For list ("a, b, c").
+func firstAddr(list []byte) []byte {
+	if i := bytes.IndexByte(list, ','); i >= 0 {
+		list = list[:i]
+	}
+	return bytes.TrimSpace(list)
 }
 
 // unescape decodes val into scratch and returns the decoded value.
