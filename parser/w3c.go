@@ -232,6 +232,11 @@ func w3cClock(v []byte) (secs int64, nanos int32, ok bool) {
 // parseColumns is the line function of w3c, cloudfront and gcs.
 func parseColumns(p *Parser, line []byte, h *Hit) error {
 	c := p.srv
+	// A file saved by a Windows tool as "UTF-8" starts with a byte order
+	// mark, before its first header line.
+	if len(line) >= 3 && string(line[:3]) == "\ufeff" {
+		line = line[3:]
+	}
 	if c.isDirective(line) {
 		c.directive(line)
 		return ErrDirective
