@@ -116,6 +116,11 @@ func (p *Parser) parseLoadBalancer(line []byte, h *Hit, alb bool) error {
 			}
 		}
 	}
+	if !alb && c.pos >= len(line) {
+		// Classic entries before May 2015 end after the request: no user
+		// agent, no TLS fields.
+		return needRequest(h)
+	}
 	if v, err = c.quoted(p, "user_agent"); err != nil {
 		return err
 	}

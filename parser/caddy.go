@@ -23,6 +23,12 @@ import (
 // choose between them at the end.
 type caddyFound struct {
 	client, remote, remoteAddr []byte
+	// logger and msg tell the access logger's lines from the other lines
+	// of Caddy's log that carry a request (reverse_proxy's "upstream
+	// roundtrip", rewrite's "rewrote request" at debug level): those would
+	// count the request twice. hasLogger/hasMsg: the key was there.
+	logger, msg       []byte
+	hasLogger, hasMsg bool
 }
 
 func parseCaddy(p *Parser, line []byte, h *Hit) error {
@@ -51,6 +57,17 @@ func parseCaddy(p *Parser, line []byte, h *Hit) error {
 	}
 	if h.Has&HasRequest == 0 {
 		return errAt("request", 0, "no request.uri: not a Caddy access log entry (a runtime log line?)")
+	}
+	// An access line is the http.log.access logger's (named loggers are
+	// http.log.access.NAME) or says "handled request"; an encoder with
+	// both keys turned off (logger_key/message_key) leaves nothing to tell
+	// by, so such a line is taken as an access line.
+	switch {
+	case f.hasLogger && bytes.HasPrefix(f.logger, []byte("http.log.access")):
+	case f.hasMsg && string(f.msg) == "handled request":
+	case !f.hasLogger && !f.hasMsg:
+	default:
+		return errAt("logger", 0, "not the access logger's line (logger http.log.access, msg \"handled request\"): a debug line about a request is not a hit")
 	}
 	return nil
 }
@@ -158,6 +175,17 @@ func (p *Parser) caddyTopValue(line []byte, i int, key []byte, h *Hit, f *caddyF
 		}
 		h.RequestTime = d
 		h.Has |= HasRequestTime
+		return next, nil
+	case "logger", "msg":
+		v, _, next, err := p.jsonValue(line, i)
+		if err != nil {
+			return 0, err
+		}
+		if key[0] == 'l' {
+			f.logger, f.hasLogger = v, true
+		} else {
+			f.msg, f.hasMsg = v, true
+		}
 		return next, nil
 	case "user_id":
 		v, _, next, err := p.jsonValue(line, i)

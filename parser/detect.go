@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Auto is the format that is not one: detect it from the log's lines
@@ -134,11 +135,16 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 			continue
 		}
 		c := Candidate{Format: f}
+		unit := p.intDurationUnit()
+		var ints intDurations
 		for _, line := range lines {
 			switch err := p.Parse(line, &h); {
 			case err == nil:
 				c.Accepted++
 				c.Fields += h.fields()
+				if unit != fIgnore && h.Has&HasRequestTime != 0 {
+					ints.add(unit, h.RequestTime)
+				}
 			case errors.Is(err, ErrDirective):
 				c.Directives++
 			default:
@@ -147,6 +153,13 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 				}
 				c.Rejected++
 			}
+		}
+		if why := ints.wrongUnit(unit); why != "" && c.Accepted > 0 {
+			// Out of the ranking: the lines parse, but the number would be
+			// stored in a unit they may not be in.
+			c.Reason = why
+			c.Rejected += c.Accepted
+			c.Accepted, c.Fields = 0, 0
 		}
 		d.Candidates = append(d.Candidates, c)
 	}
@@ -165,6 +178,77 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 		d.Format = d.Candidates[0].Format
 	}
 	return d
+}
+
+// intDurationUnit is the field of p's trailing request time when it may be
+// a bare integer: Apache's %D (microseconds), %T (seconds), or nginx's
+// $request_time (seconds, which nginx always writes with a fraction, so an
+// integer there is someone else's); fIgnore when p has none.
+func (p *Parser) intDurationUnit() field {
+	for i := len(p.tokens) - 1; i >= 0; i-- {
+		switch f := p.tokens[i].field; f {
+		case fDurationS, fDurationUS, fRequestTime:
+			return f
+		}
+	}
+	return fIgnore
+}
+
+// intDurations sums up the request times a candidate read, to tell
+// seconds from microseconds: an integer appended to combined is Apache's
+// %T or %D, and nothing on the line says which.
+type intDurations struct {
+	n, zeros int
+	max      int64
+	frac     bool // some value had a fraction: not an integer column
+}
+
+func (d *intDurations) add(unit field, t time.Duration) {
+	var v int64
+	switch unit {
+	case fDurationUS:
+		v = int64(t / time.Microsecond)
+	default:
+		if t%time.Second != 0 {
+			d.frac = true
+		}
+		v = int64(t / time.Second)
+	}
+	d.n++
+	if v == 0 {
+		d.zeros++
+	}
+	d.max = max(d.max, v)
+}
+
+// wrongUnit says why the integers d saw are not in unit's unit, or "".
+// The fastest request of a real site's sample takes 0 whole seconds but
+// never 0 microseconds (Apache counts from reading the request to logging
+// it: tens of µs at least), and no request takes 1000 s (17 minutes) while
+// a millisecond is 1000 µs. So: a 0 and nothing from 1000 up is %T; no 0
+// and something from 10 up is %D; anything else (a 0 and a 1000, or only
+// values 1 to 9) does not tell, and neither reading is taken: a request
+// time lost is better than one stored a million times off (issue 17, D2).
+func (d intDurations) wrongUnit(unit field) string {
+	if d.n == 0 || unit == fIgnore || unit == fRequestTime && d.frac {
+		return ""
+	}
+	seconds := d.zeros > 0 && d.max < 1000
+	micros := d.zeros == 0 && d.max >= 10
+	switch {
+	case unit == fDurationUS && !micros:
+		return fmt.Sprintf("the trailing integers (%d of them, up to %d, %d zero) may not be microseconds (%%D); %s", d.n, d.max, d.zeros, unitHint(seconds))
+	case unit != fDurationUS && !seconds:
+		return fmt.Sprintf("the trailing integers (%d of them, up to %d, %d zero) may not be seconds (%%T); %s", d.n, d.max, d.zeros, unitHint(micros))
+	}
+	return ""
+}
+
+func unitHint(other bool) string {
+	if other {
+		return "they read as the other unit"
+	}
+	return "they do not tell seconds from microseconds: give the format string"
 }
 
 // HeadersOnly reports whether no format accepts a line but one takes every

@@ -3,6 +3,7 @@ package parser
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func detLines(s ...string) [][]byte {
@@ -182,5 +183,46 @@ func TestDetectHeaderLines(t *testing.T) {
 	}
 	if d := Detect(detLines(detCombined), Options{}); d.HeadersOnly() {
 		t.Errorf("a combined line is no header")
+	}
+}
+
+// An integer appended to combined is Apache's %T (seconds) or %D
+// (microseconds); Detect reads it only when the values tell which.
+func TestDetectIntegerRequestTime(t *testing.T) {
+	line := func(tail string) string { return detCombined + " " + tail }
+	cases := []struct {
+		name, tails string
+		// want is the request time of the first line, 0 for none kept.
+		want time.Duration
+	}{
+		{"zeros and small values: seconds (%T)", "2 0 0 1 0 5", 2 * time.Second},
+		{"no zero, tens and hundreds: microseconds (%D)", "475 239 118 242 67", 475 * time.Microsecond},
+		{"a millisecond or more: microseconds", "1500 30 12", 1500 * time.Microsecond},
+		{"only 1 to 9: neither", "2 3 1 4", 0},
+		{"a zero and 1000 up: neither", "0 4000", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var ls []string
+			for _, v := range strings.Fields(c.tails) {
+				ls = append(ls, line(v))
+			}
+			d := Detect(detLines(ls...), Options{})
+			p, err := New(d.Format)
+			if err != nil {
+				t.Fatalf("format %q: %v (%s)", d.Format, err, d.Summary(6))
+			}
+			var h Hit
+			if err := p.Parse([]byte(ls[0]), &h); err != nil {
+				t.Fatal(err)
+			}
+			got := time.Duration(0)
+			if h.Has&HasRequestTime != 0 {
+				got = h.RequestTime
+			}
+			if got != c.want {
+				t.Errorf("chose %q (%s): request time %v, want %v", d.Format, d.Summary(6), got, c.want)
+			}
+		})
 	}
 }

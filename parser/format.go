@@ -534,7 +534,21 @@ func (p *Parser) Parse(line []byte, h *Hit) error {
 			return err
 		}
 	}
+	if h.RemoteAddr == nil && h.ForwardedFor != nil {
+		// A format logging X-Forwarded-For in place of the client (Apache
+		// behind a load balancer: "%{X-Forwarded-For}i %l %u %t ..."): the
+		// client is the list's first address.
+		h.RemoteAddr = firstAddr(h.ForwardedFor)
+	}
 	return nil
+}
+
+// firstAddr is the first address of an X-Forwarded-For list ("a, b, c").
+func firstAddr(list []byte) []byte {
+	if i := bytes.IndexByte(list, ','); i >= 0 {
+		list = list[:i]
+	}
+	return bytes.TrimSpace(list)
 }
 
 // unescape decodes val into scratch and returns the decoded value.
@@ -633,15 +647,33 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 		if len(v) == 0 {
 			return bad(0, "empty client address")
 		}
+		// No address holds a control byte or a quote: a run of NULs a
+		// crash left before the line, or the pieces of a quoted list.
+		for k, c := range v {
+			if c < 0x20 || c == 0x7f || c == '"' {
+				return bad(k, "not a client address: a control byte or '\"' in it")
+			}
+		}
 		h.RemoteAddr = v
 	case fPeerAddr:
 		if h.RemoteAddr == nil && len(v) > 0 && !dash(v) {
 			h.RemoteAddr = v
 		}
 	case fRemoteUser:
-		if !dash(v) {
-			h.RemoteUser = v
+		if dash(v) {
+			return nil
 		}
+		// A named format's user runs up to " [", so more words before the
+		// time than the format has (a client list "a, b, c - - [", a
+		// vhost_combined line read as combined, two lines run together)
+		// would all land here. Neither server writes a space or a quote
+		// in it unescaped in practice: such a line is the wrong format.
+		if p.flex {
+			if k := bytes.IndexAny(v, " \""); k >= 0 {
+				return bad(k, "a space or '\"' in the user: more fields before the time than the format has (a client list, a virtual host, another format?)")
+			}
+		}
+		h.RemoteUser = v
 	case fTime, fTimeISO, fMsec:
 		return p.setTime(f, v, h)
 	case fRequest:
@@ -672,6 +704,11 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 			h.Protocol = v
 		}
 	case fStatus:
+		if dash(v) {
+			// Apache's %>s for a request that got no status (pfmt writes
+			// "-" for a status <= 0): the request was still logged.
+			return nil
+		}
 		if len(v) != 3 || v[0] < '1' || v[0] > '9' || v[1] < '0' || v[1] > '9' || v[2] < '0' || v[2] > '9' {
 			return bad(0, "expected a three-digit status")
 		}

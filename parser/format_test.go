@@ -27,7 +27,7 @@ func TestFormatFeatures(t *testing.T) {
 			`time=2026-11-22T10:00:00Z status=502 request_time=250ms`},
 		{"unquoted forwarded list", `[$time_local] $http_x_forwarded_for $status`,
 			`[22/Nov/2026:10:00:00 +0000] 203.0.113.7, 10.0.0.2 200`,
-			`time=2026-11-22T10:00:00Z status=200 xff="203.0.113.7, 10.0.0.2"`},
+			`time=2026-11-22T10:00:00Z addr="203.0.113.7" status=200 xff="203.0.113.7, 10.0.0.2"`},
 		{"X-Forwarded-For= extra as a format string", `$remote_addr [$time_local] "$request" $status X-Forwarded-For=$http_x_forwarded_for`,
 			`1.2.3.4 [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 X-Forwarded-For=203.0.113.7`,
 			`time=2026-11-22T10:00:00Z addr="1.2.3.4" method="GET" path="/" proto="HTTP/1.1" status=200 xff="203.0.113.7"`},

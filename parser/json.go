@@ -25,7 +25,7 @@ var jsonKeys = map[string]field{
 	"protocol": fProtocol, "server_protocol": fProtocol,
 	"status":          fStatus,
 	"body_bytes_sent": fBytes, "bytes_sent": fBytes, "bytes": fBytes, "size": fBytes,
-	"http_referer": fReferer, "referer": fReferer, "referrer": fReferer,
+	"http_referer": fReferer, "http_referrer": fReferer, "referer": fReferer, "referrer": fReferer,
 	"http_user_agent": fUserAgent, "user_agent": fUserAgent, "agent": fUserAgent, "ua": fUserAgent,
 	"host": fHost, "http_host": fHost, "server_name": fHost, "vhost": fHost,
 	"request_time": fRequestTime,
@@ -127,6 +127,12 @@ func (p *Parser) parseJSON(line []byte, h *Hit) error {
 			}
 			if h.Has&HasTime == 0 {
 				return errAt("time", 0, "no time key (time, time_local, time_iso8601, timestamp, @timestamp, ts or msec)")
+			}
+			// A time alone is any structured application log (slog, zap,
+			// Docker's json-file wrapper): without a request it is not a
+			// hit (issue 17).
+			if h.Has&HasRequest == 0 && h.BadRequest == nil {
+				return errAt("request", 0, "no request key (request, request_uri, url, uri, path or document_uri): not an access-log line")
 			}
 			return nil
 		}

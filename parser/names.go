@@ -17,11 +17,15 @@ type NamedFormat struct {
 }
 
 // Named formats are lenient where servers vary: the ident field may hold
-// anything, fields may be padded with extra spaces, and data a server appends
+// any one word, fields may be padded with extra spaces, and data a server appends
 // after the last field (nginx main's X-Forwarded-For, Apache's %D) is ignored
 // when it follows a space. So a log written in a conventional format with a
 // field added is never rejected line by line; name a format that keeps the
-// extra field (main) or give the format string to keep it.
+// extra field (main) or give the format string to keep it. Not lenient
+// before the time: ident and user are one word each (no space, no '"'), so
+// a line with more words there (a client list, a virtual host) is a reject
+// rather than hits under a wrong client; a format string reads a user with
+// a space.
 const (
 	clfCommon   = `$remote_addr $remote_ident $remote_user [$time_local] "$request" $status $body_bytes_sent`
 	clfCombined = clfCommon + ` "$http_referer" "$http_user_agent"`

@@ -296,3 +296,28 @@ func TestCaddyTimeCacheKeepsStringAndNumberApart(t *testing.T) {
 		t.Fatalf("string ts after a number ts: rejected=%v, a fresh parser: rejected=%v", gotErr, wantErr)
 	}
 }
+
+// IIS Advanced Logging's date-local and time-local are the time when the
+// header has no UTC date and time, and are ignored when it has.
+func TestW3CLocalDateTime(t *testing.T) {
+	cases := []struct{ name, fields, line, want string }{
+		{"local only", "date-local time-local cs-uri-stem", "2012-08-15 17:00:00 /a", "2012-08-15T17:00:00Z"},
+		{"UTC first", "date time date-local time-local cs-uri-stem", "2012-08-15 15:00:00 2012-08-15 17:00:00 /a", "2012-08-15T15:00:00Z"},
+		{"local first", "date-local time-local date time cs-uri-stem", "2012-08-15 17:00:00 2012-08-15 15:00:00 /a", "2012-08-15T15:00:00Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := mustNew(t, "w3c")
+			var h Hit
+			if err := p.Parse([]byte("#Fields: "+c.fields), &h); !errors.Is(err, ErrDirective) {
+				t.Fatalf("header: %v", err)
+			}
+			if err := p.Parse([]byte(c.line), &h); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Time().UTC().Format(time.RFC3339); got != c.want {
+				t.Errorf("time %s, want %s", got, c.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,9 @@ const (
 var columnNames = map[string]column{
 	// W3C and CloudFront
 	"date": cDate, "time": cTime,
+	// IIS Advanced Logging's local date and time, read in sources[].timezone
+	// like any time logged without a zone.
+	"date-local": cDate, "time-local": cTime,
 	"c-ip": cClientIP, "cs-username": cUser, "cs-method": cMethod,
 	"cs-uri-stem": cURIStem, "cs-uri-query": cURIQuery, "cs-uri": cURI,
 	"sc-status": cStatus, "sc-bytes": cBytes, "time-taken": cTimeTaken,
@@ -117,9 +120,22 @@ func newColumns(mode colMode) *columns {
 
 func (c *columns) setFields(list string) {
 	c.cols, c.names = c.cols[:0], c.names[:0]
+	// IIS Advanced Logging may log both the UTC date and time and the
+	// local ones: the UTC ones win, whatever their order.
+	utc := false
+	for _, name := range strings.Fields(list) {
+		switch strings.ToLower(name) {
+		case "date", "time":
+			utc = true
+		}
+	}
 	for _, name := range strings.Fields(list) {
 		c.names = append(c.names, name)
-		c.cols = append(c.cols, columnNames[strings.ToLower(name)])
+		col := columnNames[strings.ToLower(name)]
+		if utc && strings.HasSuffix(strings.ToLower(name), "-local") {
+			col = cIgnore
+		}
+		c.cols = append(c.cols, col)
 		if c.cols[len(c.cols)-1] != cIgnore {
 			c.lastKnown = len(c.cols) - 1
 		}
@@ -232,6 +248,11 @@ func w3cClock(v []byte) (secs int64, nanos int32, ok bool) {
 // parseColumns is the line function of w3c, cloudfront and gcs.
 func parseColumns(p *Parser, line []byte, h *Hit) error {
 	c := p.srv
+	// A file saved by a Windows tool as "UTF-8" starts with a byte order
+	// mark, before its first header line.
+	if len(line) >= 3 && string(line[:3]) == "\ufeff" {
+		line = line[3:]
+	}
 	if c.isDirective(line) {
 		c.directive(line)
 		return ErrDirective
