@@ -11,6 +11,8 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 	"github.com/goccy/go-yaml/token"
+
+	"github.com/hitcount/hitcount/internal/editdist"
 )
 
 // The file is decoded by walking its AST beside the Config type, field by
@@ -556,29 +558,9 @@ func tagNames(t reflect.Type) []string {
 func closest(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if dist := levenshtein(strings.ToLower(key), k); dist < bestD {
+		if dist := editdist.Levenshtein(strings.ToLower(key), k); dist < bestD {
 			best, bestD = k, dist
 		}
 	}
 	return best
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -3,6 +3,8 @@ package parser
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hitcount/hitcount/internal/editdist"
 )
 
 // NamedFormat is a format chosen by name: what it is and the format string it
@@ -187,31 +189,10 @@ func closest(s string, candidates []string) string {
 	best, bestD := "", 3
 	low := strings.ToLower(strings.TrimSpace(s))
 	for _, c := range candidates {
-		d := editDistance(low, c)
+		d := editdist.Levenshtein(low, c)
 		if d < bestD && 2*d < len(c) {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
