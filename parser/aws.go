@@ -124,10 +124,7 @@ func (p *Parser) parseLoadBalancer(line []byte, h *Hit, alb bool) error {
 	if v, err = c.quoted(p, "user_agent"); err != nil {
 		return err
 	}
-	if len(v) > 0 && !dash(v) {
-		h.UserAgent = v
-		h.Has |= HasUserAgent
-	}
+	_ = p.set(fUserAgent, v, h) // cannot fail for this field; "-" or empty is absent
 	// ssl_cipher, ssl_protocol and, for ALB, the fields it keeps adding: not
 	// read, so that a line with next year's fields still parses.
 	return needRequest(h)
@@ -225,17 +222,11 @@ func parseS3(p *Parser, line []byte, h *Hit) error {
 	if v, err = c.quoted(p, "referer"); err != nil {
 		return err
 	}
-	if len(v) > 0 && !dash(v) {
-		h.Referer = v
-		h.Has |= HasReferer
-	}
+	_ = p.set(fReferer, v, h) // cannot fail for this field; "-" or empty is absent
 	if v, err = c.quoted(p, "user_agent"); err != nil {
 		return err
 	}
-	if len(v) > 0 && !dash(v) {
-		h.UserAgent = v
-		h.Has |= HasUserAgent
-	}
+	_ = p.set(fUserAgent, v, h) // cannot fail for this field; "-" or empty is absent
 	// Optional on older records: version_id host_id signature_version
 	// cipher_suite authentication_type host_header.
 	for _, name := range [6]string{"version_id", "host_id", "signature_version", "cipher_suite", "authentication_type", "host_header"} {

@@ -53,17 +53,11 @@ func parseTraefik(p *Parser, line []byte, h *Hit) error {
 	if v, err = c.quoted(p, "referer"); err != nil {
 		return err
 	}
-	if len(v) > 0 && !dash(v) {
-		h.Referer = v
-		h.Has |= HasReferer
-	}
+	_ = p.set(fReferer, v, h) // cannot fail for this field; "-" or empty is absent
 	if v, err = c.quoted(p, "user_agent"); err != nil {
 		return err
 	}
-	if len(v) > 0 && !dash(v) {
-		h.UserAgent = v
-		h.Has |= HasUserAgent
-	}
+	_ = p.set(fUserAgent, v, h) // cannot fail for this field; "-" or empty is absent
 	at = c.pos
 	if v, err = c.word("request_count"); err != nil {
 		return err
