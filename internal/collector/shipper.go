@@ -147,15 +147,8 @@ func (s *shipper) read(ctx context.Context) {
 		}
 		var tooLong *lines.TooLongError
 		switch {
-		case err == nil && off < s.rejectsOnlyBefore && s.isHit(line):
-			// A line of the batch in flight that hits has (the committed
-			// offset is past the batch): only its rejects may be missing.
+		case err == nil && s.stored(line, off):
 			idleSince = time.Time{}
-			continue
-		case err == nil && s.held[off]:
-			// Stored before a crash hid its outcome: not sent again.
-			idleSince = time.Time{}
-			delete(s.held, off)
 			continue
 		case err == nil:
 			idleSince = time.Time{}
@@ -206,6 +199,22 @@ func (s *shipper) read(ctx context.Context) {
 				s.c.log.Error("cannot re-read a long line", "path", s.path, "err", err)
 				return
 			}
+		case err == io.EOF && s.replayUntil >= 0 && off == s.replayUntil && len(line) > 0:
+			// The batch in flight ended with this line, taken then as a
+			// finished file's last line without a newline (takeTail). The
+			// replay takes it the same way, or the batch would ship short,
+			// under another id, and its lines again (found by the chaos
+			// harness: a rotated file's end doubled, or its views never
+			// filled). The file was finished then: it is now.
+			if !s.stored(line, off) {
+				if b, err = s.take(ctx, b); err != nil {
+					return
+				}
+				s.addLine(b, &h, line, off)
+			}
+			s.replayUntil = -1
+			s.handOff(b)
+			return
 		case err == io.EOF:
 			// line holds any partial last line: kept in the reader until it
 			// is complete, or taken as it is when the file is finished.
@@ -265,6 +274,24 @@ func (s *shipper) read(ctx context.Context) {
 	}
 }
 
+// stored reports whether the line at off is one the store held when the
+// file was reopened after a batch's outcome was lost, and so is not sent
+// again: a line of the batch in flight that hits has when the committed
+// offset is past the batch (only its rejects may be missing), or one
+// Holds found stored. The last line of a finished file without a newline
+// is such a line too (found by a test: the tail of a rotated file sent
+// twice to the server).
+func (s *shipper) stored(line []byte, off int64) bool {
+	if off < s.rejectsOnlyBefore && s.isHit(line) {
+		return true
+	}
+	if s.held[off] {
+		delete(s.held, off)
+		return true
+	}
+	return false
+}
+
 // take returns b, or a free batch for this source when b is nil.
 func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) {
 	if b != nil {
@@ -284,6 +311,7 @@ func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit, wa
 	line, off, err := s.reader.Next()
 	var tooLong *lines.TooLongError
 	switch {
+	case err == io.EOF && len(line) > 0 && s.stored(line, off):
 	case err == io.EOF && len(line) > 0:
 		if s.parser == nil {
 			if err := s.prepare(ctx, off, line, wake); err != nil {
