@@ -221,6 +221,11 @@ type Rule struct {
 	// no hit for this long (whole minutes), on complete data as Below;
 	// such a rule has no window.
 	NoTraffic Duration `yaml:"no_traffic"`
+	// Spike and Drop fire when a complete window's count is far above or
+	// below its Baseline: the same window in earlier periods (spike.go).
+	Spike    *Spike   `yaml:"spike"`
+	Drop     *Drop    `yaml:"drop"`
+	Baseline Baseline `yaml:"baseline"`
 	// ActiveWithin: a below or no_traffic rule whose path is a glob or a
 	// regex watches the pages it matches that had a hit this recently
 	// (whole days); pages quiet for longer are forgotten [7d].

@@ -383,7 +383,7 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		d.addf(field+".name", "must be lower-case letters and digits, then also . _ - (such as pricing-hot), got %q", r.Name)
 	}
 	r.Kind = d.ruleKind(r, field)
-	completeness := r.Kind == KindBelow || r.Kind == KindNoTraffic
+	completeness := completenessKind(r.Kind)
 	m, mf := r.Match, field+".match"
 	if m.Site != "" && len(sites) > 0 && !sites[m.Site] {
 		d.addf(mf+".site", "no source has site %q", m.Site)
@@ -438,6 +438,7 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		}
 	}
 	d.validateCompleteness(r, field)
+	d.validateChange(r, field)
 
 	switch {
 	case r.Window == "" && r.Kind == KindNoTraffic:
@@ -445,6 +446,8 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 		d.addf(field+".window", "required: lifetime, or a window such as 5m, 1h, 1d")
 	case r.Window == "lifetime" && r.Kind == KindBelow:
 		d.addf(field+".window", "a below rule needs a tumbling window such as 1h or 1d (a lifetime count only grows)")
+	case r.Window == "lifetime" && (r.Kind == KindSpike || r.Kind == KindDrop):
+		d.addf(field+".window", "a %s rule needs a tumbling window such as 1h or 1d (it compares a window with the same window of earlier periods)", r.Kind)
 	case r.Window == "lifetime" && r.Kind == KindNoTraffic:
 		d.addf(field+".window", "a no_traffic rule has no window: no_traffic is the silence that fires it, counted from the last hit (leave window out)")
 	case r.Window == "lifetime":
@@ -516,12 +519,14 @@ func (d *doc) ruleKind(r *Rule, field string) string {
 		{KindMilestones, len(r.Milestones) > 0},
 		{KindBelow, d.present[field+".below"] || r.Below != 0},
 		{KindNoTraffic, d.present[field+".no_traffic"] || r.NoTraffic.Duration != 0},
+		{KindSpike, d.present[field+".spike"]},
+		{KindDrop, d.present[field+".drop"]},
 	} {
 		if k.set {
 			given = append(given, k.name)
 		}
 	}
-	if !d.ok(field+".threshold", field+".milestones", field+".below", field+".no_traffic") {
+	if !d.ok(field+".threshold", field+".milestones", field+".below", field+".no_traffic", field+".spike", field+".drop") {
 		if len(given) == 1 {
 			return given[0]
 		}
@@ -545,7 +550,7 @@ func (d *doc) ruleKind(r *Rule, field string) string {
 // validateCompleteness checks and defaults the options of rules evaluated
 // on complete data only (below, no_traffic), and refuses them elsewhere.
 func (d *doc) validateCompleteness(r *Rule, field string) {
-	completeness := r.Kind == KindBelow || r.Kind == KindNoTraffic
+	completeness := completenessKind(r.Kind)
 	for _, o := range []string{"active_within", "no_data_after"} {
 		if d.present[field+"."+o] && !completeness && r.Kind != "" {
 			d.addf(field+"."+o, "only below and no_traffic rules take %s (a %s rule fires on what it has seen)", o, r.Kind)
