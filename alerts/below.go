@@ -102,6 +102,9 @@ func (s *Sweeper) detectComplete(ctx context.Context, now time.Time) ([]Row, []s
 		if r.Kind == config.KindNoTraffic {
 			lo = now.Add(-silenceLookback(r.NoTraffic))
 		}
+		if r.baselined() {
+			lo = r.baselineLo(now)
+		}
 		since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, lo) })
 		st.DataSince = since
 		switch {
@@ -110,6 +113,8 @@ func (s *Sweeper) detectComplete(ctx context.Context, now time.Time) ([]Row, []s
 			ev.note = fmt.Sprintf("site %s has no hit recorded yet: nothing to evaluate", r.Site)
 		case r.Kind == config.KindBelow:
 			ev, err = s.below(ctx, r, st, now, last)
+		case r.baselined():
+			ev, err = s.change(ctx, r, st, now, last)
 		default:
 			ev, err = s.silence(ctx, r, st, now, last)
 		}

@@ -19,7 +19,7 @@ func Explain(r config.Rule) string {
 		what = "site " + r.Match.Site
 	case strings.HasPrefix(p, "~") || strings.ContainsAny(p, "*?[{"):
 		what = "a page matching " + p
-		if r.Kind == config.KindBelow || r.Kind == config.KindNoTraffic {
+		if r.Kind == config.KindBelow || r.Kind == config.KindNoTraffic || r.Kind == config.KindSpike || r.Kind == config.KindDrop {
 			what += " (with a hit in the last " + durationText(r.ActiveWithin.Duration) + ")"
 		}
 	default:
@@ -66,6 +66,8 @@ func Explain(r config.Rule) string {
 		return fmt.Sprintf("fires when %s has fewer than %d %s in a complete %s window%s%s", what, r.Below, hits, r.Window, zone, noData)
 	case config.KindNoTraffic:
 		return fmt.Sprintf("fires once per silence when %s has had no %s for %s, on complete logs%s", what, hits, durationText(r.NoTraffic.Duration), noData)
+	case config.KindSpike, config.KindDrop:
+		return explainChange(r, what, hits, zone, noData)
 	case config.KindMilestones:
 		ms := make([]string, len(r.Milestones))
 		for i, m := range r.Milestones {
@@ -100,6 +102,8 @@ func (s *Sweeper) Describe(row Row) string {
 	case config.KindNoTraffic:
 		return fmt.Sprintf("would fire: rule %s: %s has had no hit since %s (%s or more, on complete logs)%s",
 			row.Rule, page, stamp(row.WindowStart, loc), durationText(time.Duration(row.Threshold)*time.Second), held)
+	case config.KindSpike, config.KindDrop:
+		return s.describeChange(row, r)
 	case KindNoData:
 		return fmt.Sprintf("would notify: rule %s: no data from site %s since %s: %s", row.Rule, textSafe(row.Site), stamp(row.WindowStart, loc), textSafe(row.Note))
 	}

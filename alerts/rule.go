@@ -42,6 +42,12 @@ type Rule struct {
 	NoTraffic    time.Duration
 	ActiveWithin time.Duration
 	NoDataAfter  time.Duration
+	// Spike and drop rules (spike.go): Factor (also Thresholds[0]), the
+	// spike's Min or the drop's MinBaseline, and the baseline: Periods
+	// windows, one per Every, judged when MinPeriods are known.
+	Factor, Min, MinBaseline int64
+	Periods, MinPeriods      int
+	Every                    time.Duration
 	// Path is the path as configured: "" (below and no_traffic rules) is
 	// the site's total.
 	Path    string
@@ -66,7 +72,7 @@ const (
 // completeness reports whether the rule is evaluated on complete windows
 // only (below, no_traffic).
 func (r *Rule) completeness() bool {
-	return r.Kind == config.KindBelow || r.Kind == config.KindNoTraffic
+	return r.Kind == config.KindBelow || r.Kind == config.KindNoTraffic || r.baselined()
 }
 
 const (
@@ -147,6 +153,8 @@ func defaultTemplates(kind string) (subject, text, html string) {
 		return belowSubject, belowText, belowHTML
 	case config.KindNoTraffic:
 		return noTrafficSubject, noTrafficText, noTrafficHTML
+	case config.KindSpike, config.KindDrop:
+		return changeTemplates(kind)
 	}
 	return defaultSubject, defaultText, defaultHTML
 }
@@ -175,6 +183,8 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 		case r.Kind == config.KindBelow:
 			r.Thresholds = []int64{cr.Below}
 		case r.Kind == config.KindNoTraffic:
+		case r.baselined():
+			r.compileChange(cr)
 		case cr.Threshold > 0:
 			r.Thresholds = []int64{cr.Threshold}
 		default:

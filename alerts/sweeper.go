@@ -787,6 +787,13 @@ type view struct {
 	SinceText string
 	// Silence is a no_traffic rule's silence, as configured (2h).
 	Silence string
+	// Spike and drop (Threshold is Factor too): the baseline (a median:
+	// "120" or "120.5"), what it is the median of, its K windows, how many
+	// of them were known, and the rule's floor (Min, or MinBaseline).
+	Factor, Min, MinBaseline int64
+	Baseline, BaselineOf     string
+	BaselineWindows          []BaselineWindow
+	Known                    int
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
@@ -810,6 +817,8 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		v.Since = row.WindowStart.In(r.Window.loc())
 		v.SinceText = stamp(row.WindowStart, r.Window.loc())
 		v.Silence = durationText(r.NoTraffic)
+	case config.KindSpike, config.KindDrop:
+		r.changeView(&v, row)
 	}
 	if r.Window.Size > 0 && v.Kind != KindNoData {
 		v.Windowed = true
@@ -818,7 +827,7 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		v.WindowEnd = r.Window.End(v.WindowStart)
 		step := max(time.Minute, (r.Window.Size / 12).Truncate(time.Minute))
 		v.SeriesStep = step.String()
-		whole := r.scope == scopeSite && v.Kind == config.KindBelow
+		whole := r.scope == scopeSite && (v.Kind == config.KindBelow || r.baselined())
 		series, err := retry(ctx, func() ([]Point, error) {
 			return s.store.series(ctx, r, row.Site, row.Path, whole, v.WindowStart, v.WindowEnd, step)
 		})
@@ -943,6 +952,8 @@ func (s *Sweeper) digestLine(row Row) digestLine {
 			name = " " + r.WindowName
 		}
 		l.Text = fmt.Sprintf("%s: %d hits in the%s window from %s, below %d", page, row.Count, name, stamp(row.WindowStart, loc), row.Threshold)
+	case config.KindSpike, config.KindDrop:
+		l.Text = changeLine(row, r, loc)
 	case config.KindNoTraffic:
 		l.Text = fmt.Sprintf("%s: no hit since %s (%s or more)", page, stamp(row.WindowStart, loc), durationText(time.Duration(row.Threshold)*time.Second))
 	case KindNoData:

@@ -172,6 +172,9 @@ func (r *Rule) samples() []sample {
 		for i := range full {
 			full[i] = Point{Time: w.WindowStart.Add(time.Duration(i) * step).In(loc), Hits: int64(i*i + 1)}
 		}
+		if r.baselined() {
+			r.changeView(&w, r.sampleChangeRow(w.WindowStart))
+		}
 		one, none := w, w
 		w.Series = full
 		one.Series = []Point{{Time: w.WindowStart, Hits: threshold + 7}}
@@ -179,7 +182,7 @@ func (r *Rule) samples() []sample {
 			sample{fmt.Sprintf("window %s, series of %d steps", r.WindowName, len(full)), w},
 			sample{fmt.Sprintf("window %s, series of one step", r.WindowName), one},
 			sample{fmt.Sprintf("window %s, no series", r.WindowName), none})
-		if r.Kind == config.KindBelow {
+		if r.Kind == config.KindBelow || r.baselined() {
 			held := w
 			held.Note = heldNote(w.WindowEnd, w.WindowEnd.Add(time.Hour), w.WindowEnd.Add(30*time.Minute), sampleSite(), loc)
 			shapes = append(shapes, sample{fmt.Sprintf("window %s, held back", r.WindowName), held})
