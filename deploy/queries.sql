@@ -172,3 +172,52 @@ WHERE inserted >= now() - INTERVAL 7 DAY
 GROUP BY site, problem
 ORDER BY sampled DESC
 LIMIT 50;
+
+-- name: hourly hits of one page against its baseline, last 24 hours
+-- What a spike or drop rule compares (window: 1h, baseline: {periods: 7,
+-- every: 1d}): each of the last 24 complete hours against the median of the
+-- same hour of the day on the 7 days before them, hours without hits
+-- counted as 0. Hours of the server's time zone, by the hour of the day
+-- (a rule follows its own timezone's wall clock across a change of clocks:
+-- docs/rules.md). ratio: the hour's hits over the baseline; a spike rule of
+-- factor 3 fires at ratio >= 3 (and hits >= min), a drop of factor 4 at
+-- ratio <= 0.25 (and baseline >= min_baseline).
+SELECT hour, page_hits, baseline, if(baseline > 0, round(page_hits / baseline, 2), 0) AS ratio
+FROM
+(
+    SELECT hour, toHour(hour) AS hour_of_day, sum(n) AS page_hits
+    FROM
+    (
+        SELECT toStartOfHour(minute) AS hour, hits AS n
+        FROM hitcount.hits_1m
+        WHERE site = 'www.example.com' AND path = '/pricing'
+          AND minute >= toStartOfHour(now()) - 24 * 3600 AND minute < toStartOfHour(now())
+        UNION ALL
+        SELECT toStartOfHour(now()) - (number + 1) * 3600 AS hour, toUInt64(0) AS n
+        FROM system.numbers
+        LIMIT 24
+    ) AS recent_minutes
+    GROUP BY hour
+) AS recent
+ANY LEFT JOIN
+(
+    SELECT toHour(hour) AS hour_of_day, medianExact(day_hits) AS baseline
+    FROM
+    (
+        SELECT hour, sum(n) AS day_hits
+        FROM
+        (
+            SELECT toStartOfHour(minute) AS hour, hits AS n
+            FROM hitcount.hits_1m
+            WHERE site = 'www.example.com' AND path = '/pricing'
+              AND minute >= toStartOfHour(now()) - 8 * 86400 AND minute < toStartOfHour(now()) - 86400
+            UNION ALL
+            SELECT toStartOfHour(now()) - 86400 - (number + 1) * 3600 AS hour, toUInt64(0) AS n
+            FROM system.numbers
+            LIMIT 168
+        ) AS past_minutes
+        GROUP BY hour
+    ) AS past_hours
+    GROUP BY hour_of_day
+) AS base USING hour_of_day
+ORDER BY hour;
