@@ -40,6 +40,17 @@ rules:
   - {name: silent, match: {site: www, path: "/p/1?"}, no_traffic: 30m, to: [ops@example.com]}
 `
 
+// changeRulesYAML are spike and drop rules (issue 19): each complete window
+// of the last day against the same hour on the previous 7 days, read from
+// the per-minute rollup over about 8 days, whatever the hits stored.
+const changeRulesYAML = `
+sources: [{path: /x, site: www}]
+rules:
+  - {name: spike-page, match: {site: www, path: /p/7}, spike: {factor: 3, min: 100}, window: 1h, to: [ops@example.com]}
+  - {name: drop-site, match: {site: www}, drop: {factor: 4, min_baseline: 200}, window: 1h, to: [ops@example.com]}
+  - {name: spike-glob, match: {site: www, path: "/p/4?"}, spike: {factor: 3, min: 5}, window: 1h, to: [ops@example.com]}
+`
+
 // store inserts n hits spread over pages pages and the last days days.
 func store(b *testing.B, s *sink.Sink, n, pages, days int, seed int64) {
 	ctx := context.Background()
@@ -87,7 +98,7 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 		}
 		return rules
 	}
-	thresholds, complete := compile(rulesYAML), compile(completeRulesYAML)
+	thresholds, complete, change := compile(rulesYAML), compile(completeRulesYAML), compile(changeRulesYAML)
 	st := alerts.NewStore(s, "sweepbench")
 	const pages, touched = 5000, 50
 	// The site's collector, caught up now and collecting for 90 days: the
@@ -145,13 +156,16 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 		return best
 	}
 	store(b, s, base, pages, 90, 1)
-	t1, c1 := measure(base, thresholds), measure(base, complete)
+	t1, c1, s1 := measure(base, thresholds), measure(base, complete), measure(base, change)
 	store(b, s, 9*base, pages, 90, 2)
-	t10, c10 := measure(10*base, thresholds), measure(10*base, complete)
+	t10, c10, s10 := measure(10*base, thresholds), measure(10*base, complete), measure(10*base, change)
 	fmt.Printf("sweep of %d touched pages: %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
 		touched, t1.Round(time.Millisecond), base, t10.Round(time.Millisecond), 10*base, float64(t10)/float64(t1))
 	fmt.Printf("sweep of below and no_traffic rules (a day of 1h windows; a page, the site, 10 and 10 pages of %d): %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
 		pages, c1.Round(time.Millisecond), base, c10.Round(time.Millisecond), 10*base, float64(c10)/float64(c1))
+	fmt.Printf("sweep of spike and drop rules (a day of 1h windows against 7 days; a page, the site, 10 pages of %d): %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
+		pages, s1.Round(time.Millisecond), base, s10.Round(time.Millisecond), 10*base, float64(s10)/float64(s1))
 	b.ReportMetric(float64(t10)/float64(t1), "ratio")
+	b.ReportMetric(float64(s10)/float64(s1), "change-ratio")
 	b.ReportMetric(float64(c10)/float64(c1), "complete-ratio")
 }
