@@ -362,10 +362,10 @@ rules:
   - {name: down, match: {site: shop, path: /page}, drop: {factor: 4, min_baseline: 10}, window: 1h, timezone: Europe/Berlin, no_data_after: 0, to: [ops@example.com]}
 `
 	for _, c := range []struct {
-		day       string
-		hours     int
-		drop      string // the UTC start of the window emptied
-		dropText  string
+		day      string
+		hours    int
+		drop     string // the UTC start of the window emptied
+		dropText string
 	}{
 		{"2026-10-25", 25, "2026-10-25T01:00:00Z", "had 0 hits from 2026-10-25 02:00 to 2026-10-25 03:00 CET (1h)"},
 		{"2026-03-29", 23, "2026-03-29T01:00:00Z", "had 0 hits from 2026-03-29 03:00 to 2026-03-29 04:00 CEST (1h)"},
