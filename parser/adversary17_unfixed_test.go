@@ -23,7 +23,6 @@ func adv17Skip(t *testing.T, name string) {
 func adv17Unfixed(name string) bool {
 	switch name {
 	case "W3C padded with runs of spaces, #GMT-Offset", // #7
-		"CloudFront user agent encoded twice",                                // #8
 		"nginx timed_combined ($request_time $upstream_response_time $pipe)", // D4
 		"ingress-nginx's default upstreaminfo",                               // D5
 		"nginx's documented compression format":                              // D6
