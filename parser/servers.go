@@ -75,8 +75,15 @@ func (p *Parser) Prime(line []byte) bool {
 	if !p.srv.isDirective(line) {
 		return false
 	}
-	p.srv.directive(line)
+	p.directive(line)
 	return true
+}
+
+// directive applies a header line. The time cache is dropped: a header
+// may change how the same date and time read (#GMT-Offset).
+func (p *Parser) directive(line []byte) {
+	p.srv.directive(line)
+	p.lastLen = 0
 }
 
 // cursor walks the fields of a line separated by single spaces.
