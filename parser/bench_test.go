@@ -21,6 +21,9 @@ var benchFormats = []struct{ name, format string }{
 	{"nginx_upstream", "log_format timed '$remote_addr - $remote_user [$time_local] \"$request\" '\n" +
 		"  '$status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_time $upstream_response_time';"},
 	{"nginx_escape_json", `log_format j escape=json '$remote_addr [$time_local] "$request" $status "$http_user_agent"';`},
+	{"timed_combined", "timed_combined"},
+	{"upstreaminfo", "upstreaminfo"},
+	{"compression", "compression"},
 }
 
 // benchLines renders the sample traffic in each format so that every format is
@@ -63,6 +66,13 @@ func benchLines(name string, n int) [][]byte {
 			out[i] = fmt.Appendf(nil, `%s - - [%s] "%s %s %s" %d %d "%s" "%s" 0.004 0.001, 0.003`, h.RemoteAddr, clf, req, target, h.Protocol, h.Status, h.Bytes, h.Referer, h.UserAgent)
 		case "nginx_escape_json":
 			out[i] = fmt.Appendf(nil, `%s [%s] "%s %s %s" %d "%s"`, h.RemoteAddr, clf, req, target, h.Protocol, h.Status, h.UserAgent)
+		case "timed_combined":
+			out[i] = fmt.Appendf(nil, `%s - - [%s] "%s %s %s" %d %d "%s" "%s" 0.%03d 0.%03d %c`, h.RemoteAddr, clf, req, target, h.Protocol, h.Status, h.Bytes, h.Referer, h.UserAgent, 4+i%500, 3+i%500, ".p"[i%2])
+		case "upstreaminfo":
+			out[i] = fmt.Appendf(nil, `%s - - [%s] "%s %s %s" %d %d "%s" "%s" %d 0.%03d [default-web-80] [] 10.244.1.%d:80 %d 0.%03d %d %032x`, h.RemoteAddr, clf, req, target, h.Protocol, h.Status, h.Bytes, h.Referer, h.UserAgent,
+				300+i%200, 4+i%500, 1+i%250, h.Bytes, 3+i%500, h.Status, i*7919)
+		case "compression":
+			out[i] = fmt.Appendf(nil, `%s - - [%s] "%s %s %s" %d %d "%s" "%s" "%d.%02d"`, h.RemoteAddr, clf, req, target, h.Protocol, h.Status, h.Bytes+230, h.Referer, h.UserAgent, 1+i%4, i%100)
 		default:
 			panic("no sample lines for " + name)
 		}

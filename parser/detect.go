@@ -31,9 +31,22 @@ var detectPreferred = []string{
 	`%h %l %u %t "%r" %>s %O "%{Referer}i" "%{User-Agent}i" %T`,
 	// nginx combined with $request_time, the usual addition.
 	`$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $request_time`,
+	// Named nginx formats with more after combined, which combined accepts
+	// and loses. upstreaminfo before timed_combined: timed_combined's lenient
+	// tail also takes ingress lines (with $request_length where its request
+	// time is, which its $request_time refuses: nginx writes a point).
+	"upstreaminfo",
+	"timed_combined",
+	// After main: on a file whose quoted last field is always "-" both
+	// accept the same lines, and main is far more common.
+	"compression",
 	"combined",
 	"common",
 	"json",
+	// CloudFront's files are W3C with tabs, which w3c reads too, without
+	// decoding the user agent; cloudfront takes no line IIS writes (spaces).
+	"cloudfront",
+	"w3c",
 }
 
 // DetectFormats lists the formats Detect tries, in its order of preference.
@@ -137,6 +150,8 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 		c := Candidate{Format: f}
 		unit := p.intDurationUnit()
 		var ints intDurations
+		xff := p.hasField(fForwardedFor)
+		var fwd forwardedValues
 		for _, line := range lines {
 			switch err := p.Parse(line, &h); {
 			case err == nil:
@@ -144,6 +159,9 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 				c.Fields += h.fields()
 				if unit != fIgnore && h.Has&HasRequestTime != 0 {
 					ints.add(unit, h.RequestTime)
+				}
+				if xff && h.ForwardedFor != nil {
+					fwd.add(h.ForwardedFor)
 				}
 			case errors.Is(err, ErrDirective):
 				c.Directives++
@@ -154,9 +172,14 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 				c.Rejected++
 			}
 		}
-		if why := ints.wrongUnit(unit); why != "" && c.Accepted > 0 {
-			// Out of the ranking: the lines parse, but the number would be
-			// stored in a unit they may not be in.
+		why := ints.wrongUnit(unit)
+		if why == "" {
+			why = fwd.notAddresses()
+		}
+		if why != "" && c.Accepted > 0 {
+			// Out of the ranking: the lines parse, but a number would be
+			// stored in a unit they may not be in, or a field that is not
+			// one as the forwarded client.
 			c.Reason = why
 			c.Rejected += c.Accepted
 			c.Accepted, c.Fields = 0, 0
@@ -187,11 +210,66 @@ func DetectAmong(formats []string, lines [][]byte, opts Options) Detection {
 func (p *Parser) intDurationUnit() field {
 	for i := len(p.tokens) - 1; i >= 0; i-- {
 		switch f := p.tokens[i].field; f {
-		case fDurationS, fDurationUS, fRequestTime:
+		case fDurationS, fDurationUS:
+			return f
+		case fRequestTime:
+			if p.flex {
+				return fIgnore // a named format takes only nginx's, with its point
+			}
 			return f
 		}
 	}
 	return fIgnore
+}
+
+// hasField reports whether p's format has a variable read into f.
+func (p *Parser) hasField(f field) bool {
+	for i := range p.tokens {
+		if p.tokens[i].lit == nil && p.tokens[i].field == f {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedValues tells, over the lines Detect reads, whether a format's
+// X-Forwarded-For field holds addresses. main's "$http_x_forwarded_for"
+// is a quoted field after combined's user agent, as is the compression
+// format's "$gzip_ratio" (2.75): a field of plain decimal numbers, in every
+// line that has one, is not a list of addresses (an IPv4 address has three
+// points), and would be kept as the forwarded client.
+type forwardedValues struct {
+	n, numbers int
+	example    string
+}
+
+func (f *forwardedValues) add(v []byte) {
+	f.n++
+	points, digits := 0, 0
+	for _, c := range v {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.':
+			points++
+		default:
+			return
+		}
+	}
+	if digits > 0 && points <= 1 {
+		f.numbers++
+		if f.example == "" {
+			f.example = string(v)
+		}
+	}
+}
+
+// notAddresses says why the values are not forwarded clients, or "".
+func (f forwardedValues) notAddresses() string {
+	if f.n == 0 || f.numbers < f.n {
+		return ""
+	}
+	return fmt.Sprintf("the forwarded-client field holds numbers (%s, %d of %d lines), not addresses: nginx's compression format's $gzip_ratio?", f.example, f.numbers, f.n)
 }
 
 // intDurations sums up the request times a candidate read, to tell

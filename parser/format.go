@@ -762,6 +762,12 @@ func (p *Parser) set(f field, v []byte, h *Hit) error {
 		if !ok {
 			return bad(0, "expected seconds such as 0.123")
 		}
+		if p.flex && bytes.IndexByte(v, '.') < 0 {
+			// nginx writes $request_time with its milliseconds, always: in
+			// a named format an integer there is another field (ingress's
+			// $request_length read as timed_combined's request time).
+			return bad(0, "expected nginx's $request_time, seconds with milliseconds such as 0.123")
+		}
 		h.RequestTime = d
 		h.Has |= HasRequestTime
 	case fDurationS, fDurationMS, fDurationUS:

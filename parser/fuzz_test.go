@@ -115,6 +115,21 @@ func FuzzMain(f *testing.F) {
 		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-" "203.0.113.7, 10.0.0.1"`)
 }
 
+func FuzzTimedCombined(f *testing.F) {
+	fuzzFormat(f, "timed_combined",
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 502 1 "-" "-" 0.004 0.001, 0.002 : 0.003 p`)
+}
+
+func FuzzUpstreamInfo(f *testing.F) {
+	fuzzFormat(f, "upstreaminfo",
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 502 1 "-" "-" 300 0.004 [a-b-80] [] 10.0.0.1:80, 10.0.0.2:80 0, 1 0.001, 0.002 502, 502 abc`)
+}
+
+func FuzzCompression(f *testing.F) {
+	fuzzFormat(f, "compression",
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 1 "-" "-" "2.75"`)
+}
+
 func FuzzLogFormat(f *testing.F) {
 	fuzzFormat(f, `$time_iso8601 $host $remote_addr "$request_method $request_uri $server_protocol" $status $bytes_sent $request_time "$http_user_agent"`,
 		`2026-11-22T13:55:36+01:00 h 1.2.3.4 "GET /a?b HTTP/1.1" 200 9 0.001 "ua"`)

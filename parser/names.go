@@ -32,6 +32,9 @@ const (
 	clfCommon   = `$remote_addr $remote_ident $remote_user [$time_local] "$request" $status $body_bytes_sent`
 	clfCombined = clfCommon + ` "$http_referer" "$http_user_agent"`
 	nginxMain   = clfCombined + ` "$http_x_forwarded_for"`
+	// clfCommonBytesSent is common with the response's bytes, headers
+	// included ($bytes_sent), where common has the body's.
+	clfCommonBytesSent = `$remote_addr $remote_ident $remote_user [$time_local] "$request" $status $bytes_sent`
 )
 
 var namedFormats = []NamedFormat{
@@ -48,6 +51,15 @@ var namedFormats = []NamedFormat{
 	{"nginx_main", nginxMain, `the same as main`},
 	{"combinedio", clfCombined + ` $request_length $bytes_sent`,
 		`Apache's combinedio (mod_logio): combined plus %I %O`},
+	// nginx formats found in the wild under these names, which Detect
+	// should tell from combined, whose lenient tail would drop their
+	// request time (issue 17, D4-D6).
+	{"timed_combined", clfCombined + ` $request_time $upstream_response_time $pipe`,
+		`nginx's widespread timed_combined: combined plus $request_time $upstream_response_time $pipe`},
+	{"upstreaminfo", clfCombined + ` $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id`,
+		`ingress-nginx's default upstreaminfo: combined plus request length, request time, upstream name, alternative upstream name, upstream address, length, time, status and request id`},
+	{"compression", clfCommonBytesSent + ` "$http_referer" "$http_user_agent" "$gzip_ratio"`,
+		`the nginx documentation's compression example: combined with $bytes_sent, plus "$gzip_ratio"`},
 }
 
 // timeless are names of conventional logs that hold no time: known, so that

@@ -75,8 +75,15 @@ func (p *Parser) Prime(line []byte) bool {
 	if !p.srv.isDirective(line) {
 		return false
 	}
-	p.srv.directive(line)
+	p.directive(line)
 	return true
+}
+
+// directive applies a header line. The time cache is dropped: a header
+// may change how the same date and time read (#GMT-Offset).
+func (p *Parser) directive(line []byte) {
+	p.srv.directive(line)
+	p.lastLen = 0
 }
 
 // cursor walks the fields of a line separated by single spaces.
@@ -367,7 +374,12 @@ func urlHost(target []byte) []byte {
 // unescapeW3C appends src to dst with, when percent is set, %XX escapes
 // decoded (CloudFront's user agents: "Mozilla/5.0%20(Windows...") and, when
 // plus is set, '+' read as a space (IIS writes a user agent's spaces as '+').
-// An invalid escape is kept as written.
+// An invalid escape is kept as written. CloudFront has also written user
+// agents encoded twice ("Mozilla/5.0%2520(Windows...", 2016 logs; GoAccess
+// has --double-decode for them): %25 followed by two hex digits is that
+// escape's byte, so both kinds of file decode to the user agent sent. The
+// cost is a user agent that held a literal "%20" itself, which no browser's
+// does.
 func unescapeW3C(dst, src []byte, percent, plus bool) []byte {
 	n := len(dst)
 	dst = slices.Grow(dst, len(src)) // a no-op with the scratch's room for the line
@@ -381,9 +393,19 @@ func unescapeW3C(dst, src []byte, percent, plus bool) []byte {
 		case c == '%' && percent && i+2 < len(src):
 			hi, ok1 := unhex(src[i+1])
 			lo, ok2 := unhex(src[i+2])
-			if ok1 && ok2 {
-				c = hi<<4 | lo
-				i += 2
+			if !ok1 || !ok2 {
+				break
+			}
+			c = hi<<4 | lo
+			i += 2
+			if c == '%' && i+2 < len(src) {
+				// "%2520": the escape of an escape.
+				if hi, ok1 = unhex(src[i+1]); ok1 {
+					if lo, ok2 = unhex(src[i+2]); ok2 {
+						c = hi<<4 | lo
+						i += 2
+					}
+				}
 			}
 		}
 		out[j] = c

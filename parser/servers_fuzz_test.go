@@ -10,17 +10,20 @@ func FuzzCaddy(f *testing.F) {
 }
 
 func FuzzTraefik(f *testing.F) {
-	fuzzFormat(f, "traefik", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET /a?b HTTP/1.1" 200 1 "-" "ua" 1 "r@docker" "http://10.0.0.1:80" 2ms`)
+	fuzzFormat(f, "traefik", `1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET /a?b HTTP/1.1" 200 1 "-" "ua" 1 "r@docker" "http://10.0.0.1:80" 2ms`,
+		`1.2.3.4 - - [22/Nov/2026:10:00:00 +0000] "GET /ping HTTP/1.1" 200 2 "-" "-" 1 "ping@internal" - 0ms`)
 }
 
 func FuzzW3C(f *testing.F) {
 	fuzzFormat(f, "w3c", "#Fields: date time cs-method cs-uri-stem sc-status cs(User-Agent)",
-		`2026-11-22 10:00:00 GET /a 200 "a ""b"""`, "#Date: 12-Jan-1996 00:00:00")
+		`2026-11-22 10:00:00 GET /a 200 "a ""b"""`, "#Date: 12-Jan-1996 00:00:00", "#GMT-Offset: -0800",
+		"2026-11-22 \t 10:00:00   GET  /a 200 ua  ")
 }
 
 func FuzzCloudFront(f *testing.F) {
 	fuzzFormat(f, "cloudfront", "#Fields: date time c-ip cs-method cs(Host) cs-uri-stem sc-status x-host-header",
-		"2019-12-04\t21:02:31\t192.0.2.1\tGET\td1.cloudfront.net\t/a%20b\t000\twww.example.com\t")
+		"2019-12-04\t21:02:31\t192.0.2.1\tGET\td1.cloudfront.net\t/a%20b\t000\twww.example.com\t",
+		"#Fields: date time cs-uri-stem cs(User-Agent)", "2016-06-10\t18:41:39\t/a\tMozilla/5.0%2520(X11)%25zz%2")
 }
 
 func FuzzALB(f *testing.F) {

@@ -8,6 +8,9 @@ package parser
 //
 // Traefik writes "-" for a status or size it does not have (a request that
 // never reached a server); the router and server URL have no place in a Hit.
+// Traefik v2.1 wrote a missing router or server URL as a bare - (its
+// default value, unquoted: traefik/traefik#6481, a /ping request served by
+// Traefik itself); later versions write "-".
 
 func parseTraefik(p *Parser, line []byte, h *Hit) error {
 	c := cursor{line: line}
@@ -65,10 +68,10 @@ func parseTraefik(p *Parser, line []byte, h *Hit) error {
 	if _, ok := uint63(v); !ok && !dash(v) {
 		return errAt("request_count", at, "expected a count of requests")
 	}
-	if _, err = c.quoted(p, "router"); err != nil {
+	if err = c.quotedOrDash(p, "router"); err != nil {
 		return err
 	}
-	if _, err = c.quoted(p, "server_url"); err != nil {
+	if err = c.quotedOrDash(p, "server_url"); err != nil {
 		return err
 	}
 	at = c.pos
@@ -89,4 +92,14 @@ func parseTraefik(p *Parser, line []byte, h *Hit) error {
 		return err
 	}
 	return needRequest(h)
+}
+
+// quotedOrDash skips a quoted field, or the bare "-" Traefik v2.1 wrote for
+// a missing router or server URL.
+func (c *cursor) quotedOrDash(p *Parser, name string) error {
+	if c.pos < len(c.line) && c.line[c.pos] == '-' {
+		return c.after(name, c.pos+1)
+	}
+	_, err := c.quoted(p, name)
+	return err
 }

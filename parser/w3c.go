@@ -13,7 +13,11 @@ import (
 //     then space-separated fields, "-" for an empty one, '+' for a space in the
 //     user agent, date and time in UTC (or Options.Location for a writer that
 //     logs local time), time-taken in milliseconds (IIS; a value with a decimal
-//     point is read as the W3C draft's seconds).
+//     point is read as the W3C draft's seconds). The draft separates fields
+//     with whitespace and writes "-" for an empty one, so a run of spaces or
+//     tabs is one separator (Oracle Web Cache pads its columns). A
+//     "#GMT-Offset: -0800" header (Oracle Web Cache) says the times below it
+//     are local at that offset.
 //   - cloudfront: Amazon CloudFront's standard logs: W3C with tabs between the
 //     fields, URL-encoded values, time-taken in seconds.
 //   - gcs: Google Cloud Storage usage logs: CSV with every value quoted and a
@@ -100,6 +104,11 @@ type columns struct {
 	y, mo, d  int
 	sawFields bool
 
+	// "#GMT-Offset:", in seconds east of UTC: the zone of the times below
+	// it, whatever sources[].timezone says.
+	hasOffset bool
+	offset    int32
+
 	// lastKnown is the index of the last column a Hit keeps: CloudFront's
 	// columns after it are only counted, not split.
 	lastKnown int
@@ -180,6 +189,10 @@ func (c *columns) directive(line []byte) {
 	case "fields":
 		c.setFields(string(value))
 		c.sawFields = true
+	case "gmt-offset":
+		if off, ok := gmtOffset(bytes.TrimSpace(value)); ok {
+			c.offset, c.hasOffset = off, true
+		}
 	case "date", "start-date":
 		// "2002-05-02 17:42:15" as IIS writes it, "12-Jan-1996 00:00:00" in
 		// the W3C draft.
@@ -198,6 +211,26 @@ func (c *columns) directive(line []byte) {
 			}
 		}
 	}
+}
+
+// gmtOffset parses "-0800" or "+05:30" into seconds east of UTC.
+func gmtOffset(v []byte) (int32, bool) {
+	if len(v) == 6 && v[3] == ':' {
+		v = []byte{v[0], v[1], v[2], v[4], v[5]}
+	}
+	if len(v) != 5 || v[0] != '+' && v[0] != '-' {
+		return 0, false
+	}
+	hh, ok1 := digits(v, 1, 2)
+	mm, ok2 := digits(v, 3, 2)
+	if !ok1 || !ok2 || hh > 14 || mm > 59 {
+		return 0, false
+	}
+	off := int32(hh*3600 + mm*60)
+	if v[0] == '-' {
+		off = -off
+	}
+	return off, true
 }
 
 // w3cDate parses "2002-05-02" (and "2007-4-11", which some IIS-compatible
@@ -254,7 +287,7 @@ func parseColumns(p *Parser, line []byte, h *Hit) error {
 		line = line[3:]
 	}
 	if c.isDirective(line) {
-		c.directive(line)
+		p.directive(line)
 		return ErrDirective
 	}
 	var dateV, timeV []byte
@@ -340,6 +373,16 @@ func parseColumns(p *Parser, line []byte, h *Hit) error {
 			break
 		}
 		pos++ // the separator
+		if c.mode == modeW3C {
+			// The rest of a run of them; at the end of the line, trailing
+			// blanks rather than an empty field.
+			for pos < len(line) && (line[pos] == ' ' || line[pos] == '\t') {
+				pos++
+			}
+			if pos >= len(line) {
+				break
+			}
+		}
 	}
 	if k < len(c.cols) {
 		return errAt("line", len(line), c.countReason(k))
@@ -380,9 +423,10 @@ func (p *Parser) w3cTime(line, dateV, timeV []byte, datePos, timePos int, h *Hit
 		return errAt("time", 0, "the line has no time (no time column, or it is empty)")
 	}
 	// Consecutive lines mostly share their second: with the date column just
-	// before the time column, both are one key of the time cache.
+	// before the time column (one separator, or a padded run of them), both
+	// are one key of the time cache.
 	var key []byte
-	if dateV != nil && timePos == datePos+len(dateV)+1 {
+	if dateV != nil && blanks(line, datePos+len(dateV), timePos) {
 		key = line[datePos : timePos+len(timeV)]
 		if p.cachedTime(tkW3C, key, h) {
 			return nil
@@ -401,11 +445,29 @@ func (p *Parser) w3cTime(line, dateV, timeV []byte, datePos, timePos int, h *Hit
 	if !ok {
 		return errAt(c.nameOf(cTime), timePos, "expected a time such as 17:42:15")
 	}
-	p.setLocalTime(y, mo, d, secs, nanos, h)
+	if c.hasOffset {
+		h.Unix = daysFromCivil(y, mo, d)*86400 + secs - int64(c.offset)
+		h.Nanos, h.ZoneOffset = nanos, c.offset
+	} else {
+		p.setLocalTime(y, mo, d, secs, nanos, h)
+	}
 	if err := p.storeTime(tkW3C, key, h); err != nil {
 		return withColumn(err, "date", datePos)
 	}
 	return nil
+}
+
+// blanks reports whether line[i:j] is a non-empty run of spaces and tabs.
+func blanks(line []byte, i, j int) bool {
+	if i >= j || j > len(line) {
+		return false
+	}
+	for _, b := range line[i:j] {
+		if b != ' ' && b != '\t' {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *columns) nameOf(col column) string {
