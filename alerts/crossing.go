@@ -59,6 +59,9 @@ func subjectOf(kind, site, path string) string {
 	if kind == KindNoData {
 		return SiteSubject(site)
 	}
+	if kind == KindReport {
+		return ReportSubject(site)
+	}
 	return PageSubject(site, path)
 }
 

@@ -62,6 +62,8 @@ func Explain(r config.Rule) string {
 		noData = fmt.Sprintf("; a notice if its collectors have not caught up for %s", durationText(r.NoDataAfter.Duration))
 	}
 	switch r.Kind {
+	case config.KindReport:
+		return explainReport(r, hits)
 	case config.KindBelow:
 		return fmt.Sprintf("fires when %s has fewer than %d %s in a complete %s window%s%s", what, r.Below, hits, r.Window, zone, noData)
 	case config.KindNoTraffic:
@@ -104,6 +106,8 @@ func (s *Sweeper) Describe(row Row) string {
 			row.Rule, page, stamp(row.WindowStart, loc), durationText(time.Duration(row.Threshold)*time.Second), held)
 	case config.KindSpike, config.KindDrop:
 		return s.describeChange(row, r)
+	case KindReport:
+		return s.describeReport(row)
 	case KindNoData:
 		return fmt.Sprintf("would notify: rule %s: no data from site %s since %s: %s", row.Rule, textSafe(row.Site), stamp(row.WindowStart, loc), textSafe(row.Note))
 	}

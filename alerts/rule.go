@@ -50,11 +50,16 @@ type Rule struct {
 	Every                    time.Duration
 	// Path is the path as configured: "" (below and no_traffic rules) is
 	// the site's total.
-	Path    string
-	To      []string
-	Subject *texttemplate.Template
-	Text    *texttemplate.Template
-	HTML    *htmltemplate.Template
+	Path string
+	// Report rules: weekly or monthly, how many pages to list, and the
+	// first day of a week (report.go).
+	Report    string
+	Top       int
+	WeekStart time.Weekday
+	To        []string
+	Subject   *texttemplate.Template
+	Text      *texttemplate.Template
+	HTML      *htmltemplate.Template
 
 	pathMatch func(string) bool
 	scope     scope
@@ -155,6 +160,8 @@ func defaultTemplates(kind string) (subject, text, html string) {
 		return noTrafficSubject, noTrafficText, noTrafficHTML
 	case config.KindSpike, config.KindDrop:
 		return changeTemplates(kind)
+	case config.KindReport:
+		return reportSubject, reportText, reportHTML
 	}
 	return defaultSubject, defaultText, defaultHTML
 }
@@ -172,6 +179,7 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 			Window: Window{Size: cr.WindowDur, Loc: cr.Location}, WindowName: cr.Window,
 			Below: cr.Below, NoTraffic: cr.NoTraffic.Duration, ActiveWithin: cr.ActiveWithin.Duration,
 			NoDataAfter: cr.NoDataAfter.Duration, Path: cr.Match.Path,
+			Report: cr.Report, Top: cr.Top, WeekStart: cr.WeekDay,
 		}
 		if r.Kind == "" {
 			r.Kind = config.KindThreshold // a Rule made by hand, not validated
@@ -245,10 +253,11 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// Matches reports whether the rule counts hits of this page. Below and
-// no_traffic rules match none: they are not fired by hits (see below.go).
+// Matches reports whether the rule counts hits of this page. Below,
+// no_traffic and report rules match none: they are not fired by hits (see
+// below.go, report.go).
 func (r *Rule) Matches(site, path string) bool {
-	return !r.completeness() && (r.Site == "" || r.Site == site) && r.pathMatch(path)
+	return !r.completeness() && r.Kind != config.KindReport && (r.Site == "" || r.Site == site) && r.pathMatch(path)
 }
 
 // crossed returns the thresholds that count reaches.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	texttemplate "text/template"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -174,6 +175,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		if complete, res.Notes, err = s.detectComplete(ctx, now); err != nil {
 			return res, err
 		}
+		reports, notes, err := s.detectReports(ctx, now)
+		if err != nil {
+			return res, err
+		}
+		complete, res.Notes = append(complete, reports...), append(res.Notes, notes...)
 		s.round = rd
 	}
 	rd := s.round
@@ -271,7 +277,11 @@ func (s *Sweeper) dryRun(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Notes = notes
+	reports, reportNotes, err := s.detectReports(ctx, now)
+	if err != nil {
+		return res, err
+	}
+	complete, res.Notes = append(complete, reports...), append(notes, reportNotes...)
 	fresh, err := s.unrecorded(ctx, complete, seen, now)
 	if err != nil {
 		return res, err
@@ -405,6 +415,9 @@ func (s *Sweeper) plan(pending []Row, now time.Time) [][]Row {
 		to := append([]string(nil), r.To...)
 		sort.Strings(to)
 		k := strings.Join(to, ",")
+		if row.Kind == KindReport {
+			k = "\x00" + row.Key() // a report is a message of its own, never a digest's line
+		}
 		if _, ok := byRecipients[k]; !ok {
 			order = append(order, k)
 		}
@@ -794,6 +807,8 @@ type view struct {
 	Baseline, BaselineOf     string
 	BaselineWindows          []BaselineWindow
 	Known                    int
+	// Report is a report's content (report.go); nil for other kinds.
+	Report *Report
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
@@ -802,6 +817,9 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 	}
 	row := live[0].row
 	r := s.rule(row.Rule)
+	if row.Kind == KindReport {
+		return s.reportMessage(ctx, row, r)
+	}
 	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold, Kind: row.Kind, Note: row.Note}
 	if v.Kind == "" {
 		v.Kind = r.Kind
@@ -845,6 +863,11 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 		}
 		v.Series = series
 	}
+	return s.render(r, row, v, subjectT, textT, htmlT)
+}
+
+// render executes a crossing's templates on v into its message.
+func (s *Sweeper) render(r *Rule, row Row, v view, subjectT, textT *texttemplate.Template, htmlT *htmltemplate.Template) (*Message, error) {
 	var subj, text, html bytes.Buffer
 	if err := subjectT.Execute(&subj, v); err != nil {
 		return nil, &templateError{r.Name, fmt.Errorf("subject: %w", err)}

@@ -137,6 +137,9 @@ var samplePaths = func() []struct{ name, path string } {
 // (the series holds only the steps with hits), and with none (its query
 // refused for good: the message is sent without it).
 func (r *Rule) samples() []sample {
+	if r.Kind == config.KindReport {
+		return r.reportSamples()
+	}
 	threshold := int64(1000)
 	if len(r.Thresholds) > 0 {
 		threshold = r.Thresholds[len(r.Thresholds)-1]

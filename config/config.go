@@ -123,6 +123,8 @@ type Source struct {
 
 	// Location is Timezone loaded.
 	Location *time.Location `yaml:"-"`
+	// WeekDay is WeekStart parsed.
+	WeekDay time.Weekday `yaml:"-"`
 }
 
 // Batch tunes inserts.
@@ -239,6 +241,17 @@ type Rule struct {
 	Window string `yaml:"window"`
 	// Timezone is the IANA zone windows are aligned in [UTC]. See Location.
 	Timezone string `yaml:"timezone"`
+	// Report is weekly or monthly: the rule sends one report per period
+	// (its totals, top pages, largest changes and the crossings recorded),
+	// once the period has ended in Timezone and its site's logs are
+	// complete past its end. Such a rule has no window.
+	Report string `yaml:"report"`
+	// Top is how many pages a report lists, in its top pages and in each
+	// direction of its largest changes [10].
+	Top int `yaml:"top"`
+	// WeekStart is the first day of a weekly report's week [monday]: the
+	// ISO week.
+	WeekStart string `yaml:"week_start"`
 	// To is one or more recipients; required.
 	To []string `yaml:"to"`
 	// Subject and Text are text/template, HTML is html/template; optional
@@ -254,6 +267,8 @@ type Rule struct {
 	WindowDur time.Duration `yaml:"-"`
 	// Location is Timezone loaded.
 	Location *time.Location `yaml:"-"`
+	// WeekDay is WeekStart parsed.
+	WeekDay time.Weekday `yaml:"-"`
 }
 
 // Match selects the hits a rule counts; all given conditions must hold.

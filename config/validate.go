@@ -388,13 +388,13 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	if m.Site != "" && len(sites) > 0 && !sites[m.Site] {
 		d.addf(mf+".site", "no source has site %q", m.Site)
 	}
-	if m.Site == "" && completeness {
+	if m.Site == "" && (completeness || r.Kind == KindReport) {
 		// Completeness is the site's collectors' word: a rule over every
 		// site would wait for all of them.
 		d.addf(mf+".site", "required by a %s rule: the site whose collectors say when a window is complete", r.Kind)
 	}
 	switch p := m.Path; {
-	case p == "" && completeness:
+	case p == "" && (completeness || r.Kind == KindReport):
 		// The site's total.
 	case p == "":
 		d.addf(mf+".path", "required: an exact path (/pricing), a glob (/blog/*) or ~regex")
@@ -439,8 +439,13 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	}
 	d.validateCompleteness(r, field)
 	d.validateChange(r, field)
+	d.validateReport(r, field)
 
 	switch {
+	case r.Kind == KindReport:
+		if r.Window != "" {
+			d.addf(field+".window", "a report rule has no window: report (weekly or monthly) is its period (leave window out)")
+		}
 	case r.Window == "" && r.Kind == KindNoTraffic:
 	case r.Window == "":
 		d.addf(field+".window", "required: lifetime, or a window such as 5m, 1h, 1d")
@@ -499,6 +504,7 @@ const (
 	KindMilestones = "milestones"
 	KindBelow      = "below"
 	KindNoTraffic  = "no_traffic"
+	KindReport     = "report"
 )
 
 // Defaults of the completeness rules' options.
@@ -521,12 +527,13 @@ func (d *doc) ruleKind(r *Rule, field string) string {
 		{KindNoTraffic, d.present[field+".no_traffic"] || r.NoTraffic.Duration != 0},
 		{KindSpike, d.present[field+".spike"]},
 		{KindDrop, d.present[field+".drop"]},
+		{KindReport, d.present[field+".report"] || r.Report != ""},
 	} {
 		if k.set {
 			given = append(given, k.name)
 		}
 	}
-	if !d.ok(field+".threshold", field+".milestones", field+".below", field+".no_traffic", field+".spike", field+".drop") {
+	if !d.ok(field+".threshold", field+".milestones", field+".below", field+".no_traffic", field+".spike", field+".drop", field+".report") {
 		if len(given) == 1 {
 			return given[0]
 		}
