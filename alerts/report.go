@@ -103,10 +103,10 @@ func (p reportPeriod) prev(start time.Time) time.Time {
 }
 
 // name is how a report names the period starting at start: "week of Mon
-// 2026-11-16", "November 2026".
+// 2026-11-16", "month of November 2026".
 func (p reportPeriod) name(start time.Time) string {
 	if p.monthly {
-		return start.In(p.loc).Format("January 2006")
+		return "month of " + start.In(p.loc).Format("January 2006")
 	}
 	return "week of " + start.In(p.loc).Format("Mon 2006-01-02")
 }
@@ -123,7 +123,7 @@ func (p reportPeriod) unit() string {
 type Report struct {
 	Period string // weekly | monthly
 	Unit   string // week | month
-	Name   string // week of Mon 2026-11-16 | November 2026
+	Name   string // week of Mon 2026-11-16 | month of November 2026
 	// Scope: the site, or the pages of it the rule's path matches.
 	Scope string
 	// Start and End (exclusive) bound the period, PrevStart the one
