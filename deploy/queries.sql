@@ -162,6 +162,40 @@ GROUP BY site, source_id, collector
 HAVING last_seen >= now() - INTERVAL 1 DAY
 ORDER BY site, caught_up_at, file;
 
+-- name: weekly report: largest changes, this week so far against the week before
+-- What a report rule reads (alerts/reportstore.go): hits_1d for the server's
+-- days wholly inside each week, hits_1m for the day at each end, since a week
+-- starts at local midnight in the rule's zone (here Europe/Berlin's Monday),
+-- which need not be the server's day. Every minute is in exactly one of the
+-- two. A report reads whole weeks; replace now() by the week's end for one.
+SELECT path, sumIf(hits, cur = 1) AS this_week, sumIf(hits, cur = 0) AS week_before,
+    toInt64(this_week) - toInt64(week_before) AS change
+FROM
+(
+    SELECT path, hits, toUInt8(0) AS cur FROM hitcount.hits_1d
+    WHERE site = 'www.example.com'
+      AND day > toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin') - 7) || ' 00:00:00', 'Europe/Berlin'))
+      AND day < toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin') - 1)
+    UNION ALL
+    SELECT path, hits, toUInt8(0) AS cur FROM hitcount.hits_1m
+    WHERE site = 'www.example.com'
+      AND minute >= toDateTime(toString(toMonday(now(), 'Europe/Berlin') - 7) || ' 00:00:00', 'Europe/Berlin') AND minute < toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin')
+      AND (toDate(minute) = toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin') - 7) || ' 00:00:00', 'Europe/Berlin')) OR toDate(minute) = toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin') - 1))
+    UNION ALL
+    SELECT path, hits, toUInt8(1) AS cur FROM hitcount.hits_1d
+    WHERE site = 'www.example.com'
+      AND day > toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin'))
+      AND day < toDate(now() - 1)
+    UNION ALL
+    SELECT path, hits, toUInt8(1) AS cur FROM hitcount.hits_1m
+    WHERE site = 'www.example.com'
+      AND minute >= toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin') AND minute < now()
+      AND (toDate(minute) = toDate(toDateTime(toString(toMonday(now(), 'Europe/Berlin')) || ' 00:00:00', 'Europe/Berlin')) OR toDate(minute) = toDate(now() - 1))
+) AS weeks
+GROUP BY path
+ORDER BY abs(change) DESC, path
+LIMIT 20;
+
 -- name: rejected lines per site and reason, last 7 days
 -- rejects keeps a sample (up to 100 per batch); the collector's metric
 -- hitcount_collector_lines_rejected_total counts them all. The byte column
