@@ -228,7 +228,8 @@ func (s *Sweeper) detectReports(ctx context.Context, now time.Time) ([]Row, []st
 	var out []Row
 	var notes []string
 	for _, r := range rules {
-		ev, err := s.report(ctx, r, siteStateOf(r.Site, recs, now), now, last)
+		st := siteStateOf(r.Site, recs, now)
+		ev, err := s.report(ctx, r, st, now, last)
 		if err != nil && !permanent(err) {
 			return nil, nil, err
 		}
@@ -239,6 +240,9 @@ func (s *Sweeper) detectReports(ctx context.Context, now time.Time) ([]Row, []st
 		}
 		s.o.Metrics.held(r.Name, ev.held)
 		if ev.held {
+			s.o.Logger.Warn("report held: its site's logs are not complete past the end of the period", "rule", r.Name, "site", r.Site,
+				"complete_until", stamp(st.CompleteUntil, r.Window.loc()), "collector", st.Behind.Collector, "host", st.Behind.Host,
+				"path", clip(st.Behind.Path))
 			notes = append(notes, fmt.Sprintf("held: rule %s: %s", r.Name, ev.note))
 		} else {
 			notes = append(notes, fmt.Sprintf("rule %s: %s", r.Name, ev.note))
