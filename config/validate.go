@@ -541,7 +541,7 @@ func (d *doc) ruleKind(r *Rule, field string) string {
 	}
 	switch len(given) {
 	case 0:
-		d.addf(field+".threshold", "required: a threshold, a list of milestones, below (fires under a count) or no_traffic (fires after a silence)")
+		d.addf(field+".threshold", "required: a threshold, a list of milestones, below (fires under a count), no_traffic (fires after a silence), spike or drop (against a baseline), or report (weekly or monthly)")
 		return ""
 	case 1:
 		return given[0]
@@ -550,7 +550,7 @@ func (d *doc) ruleKind(r *Rule, field string) string {
 		d.addf(field+".milestones", "give threshold or milestones, not both")
 		return ""
 	}
-	d.addf(field+"."+given[1], "give one of threshold, milestones, below and no_traffic, not %s", strings.Join(given, " and "))
+	d.addf(field+"."+given[1], "give one of threshold, milestones, below, no_traffic, spike, drop and report, not %s", strings.Join(given, " and "))
 	return ""
 }
 
