@@ -201,7 +201,6 @@ func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
 // held, unlike every other line) is sent again as a reject: twice in
 // rejects.
 func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)

@@ -113,6 +113,7 @@ func (s *shipper) read(ctx context.Context) {
 	var b *sink.Batch
 	idleSince := time.Time{}
 	var h parser.Hit
+	stop := false
 	progress := s.startBackfill()
 	defer func() {
 		if progress != nil {
@@ -151,11 +152,17 @@ func (s *shipper) read(ctx context.Context) {
 			// A line of the batch in flight that hits has (the committed
 			// offset is past the batch): only its rejects may be missing.
 			idleSince = time.Time{}
+			if b, stop = s.replayEnds(b, off); stop {
+				return
+			}
 			continue
 		case err == nil && s.held[off]:
 			// Stored before a crash hid its outcome: not sent again.
 			idleSince = time.Time{}
 			delete(s.held, off)
+			if b, stop = s.replayEnds(b, off); stop {
+				return
+			}
 			continue
 		case err == nil:
 			idleSince = time.Time{}
@@ -175,11 +182,8 @@ func (s *shipper) read(ctx context.Context) {
 				}
 			}
 			if s.replayUntil >= 0 {
-				if off >= s.replayUntil {
-					s.replayUntil = -1
-					if b = s.ship(b); b == nil && s.replaced() {
-						return
-					}
+				if b, stop = s.replayEnds(b, off); stop {
+					return
 				}
 				continue
 			}
@@ -194,11 +198,25 @@ func (s *shipper) read(ctx context.Context) {
 			continue
 		case errors.As(err, &tooLong) && !tooLong.Partial:
 			idleSince = time.Time{}
-			if b, err = s.take(ctx, b); err != nil {
+			if s.held[off] {
+				// A reject stored before a crash hid its outcome, as any
+				// other line (found by the adversary of issue 17: the
+				// over-long last line of a batch in flight was sent again).
+				delete(s.held, off)
+			} else {
+				if b, err = s.take(ctx, b); err != nil {
+					return
+				}
+				s.markRead(b)
+				b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
+			}
+			// An over-long line can be the last of the batch replayed: the
+			// replay ends there too, or it reads on past the batch, which
+			// is then another block with another id, and its lines land
+			// twice.
+			if b, stop = s.replayEnds(b, off); stop {
 				return
 			}
-			s.markRead(b)
-			b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
 			continue
 		case errors.As(err, &tooLong):
 			// An over-long line still being written: read it again once whole.
@@ -263,6 +281,24 @@ func (s *shipper) read(ctx context.Context) {
 			wake.Wait(ctx, s.c.opts.Poll)
 		}
 	}
+}
+
+// replayEnds ends the replay of the batch a previous process left in flight
+// once the line at off is its last, whatever became of that line (parsed,
+// rejected, over-long, or skipped as stored): the batch in hand is handed
+// on as it is. stop: the file was replaced (ship), read() returns.
+func (s *shipper) replayEnds(b *sink.Batch, off int64) (_ *sink.Batch, stop bool) {
+	if s.replayUntil < 0 || off < s.replayUntil {
+		return b, false
+	}
+	s.replayUntil = -1
+	if b == nil || b.Lines == 0 {
+		return b, false
+	}
+	if b = s.ship(b); b == nil && s.replaced() {
+		return nil, true
+	}
+	return b, false
 }
 
 // take returns b, or a free batch for this source when b is nil.
