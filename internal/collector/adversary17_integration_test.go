@@ -252,7 +252,6 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 // the first's committed offset, or found "shorter than what was
 // committed" and not read at all.
 func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const cfHeader = "#Version: 1.0\n#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status cs(Referer) cs(User-Agent) cs-uri-query cs(Cookie) x-edge-result-type x-edge-request-id x-host-header cs-protocol cs-bytes time-taken\n"
 	cfRows := func(from, n int, start time.Time) []byte {
