@@ -143,7 +143,6 @@ func settleStore(t *testing.T, st *store, atLeast uint64, timeout time.Duration)
 //
 // The in-flight record does not say which format(s) parsed the batch.
 func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -533,7 +532,6 @@ func logLost(t *testing.T, st *store, path string) {
 // rejects: stored twice. The embedded engine replays the batch under
 // combined: its JSON lines land in rejects as well.
 func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -581,7 +579,6 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 // every line of the file from there on is a reject, sampled 100 per batch:
 // its hits are gone from the counts until IIS writes another block.
 func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const fieldsC = "cs(User-Agent) date time c-ip cs-method cs-uri-stem cs-uri-query sc-status sc-bytes time-taken"
 	ua := "Mozilla/5.0+" + string(bytes.Repeat([]byte("x"), 2000))

@@ -25,7 +25,7 @@ func TestPositionsForgetsSourcesGoneAWhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.setInFlight(9999, sink.Span{First: 1, Last: 2}); err != nil {
+	if err := p.setInFlight(9999, sink.Span{First: 1, Last: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	big := fileSize(t, filepath.Join(dir, "positions.json"))
@@ -86,19 +86,19 @@ func TestPositionsKeepAcknowledgedAndInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	span := sink.Span{First: 100, Last: 900, MinTS: 1_800_000_000, MaxTS: 1_800_000_060, RejectsAt: 1_800_000_061}
-	if err := p.setInFlight(7, span); err != nil {
+	if err := p.setInFlight(7, span, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.clearInFlight(7, "www", 900); err != nil {
+	if err := p.clearInFlight(7, "www", 900, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.setInFlight(7, sink.Span{First: 901, Last: 950, RejectsAt: 1_800_000_070}); err != nil {
+	if err := p.setInFlight(7, sink.Span{First: 901, Last: 950, RejectsAt: 1_800_000_070}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.clearInFlight(7, "www", 800); err != nil { // an older batch's late ack never moves it back
+	if err := p.clearInFlight(7, "www", 800, -1); err != nil { // an older batch's late ack never moves it back
 		t.Fatal(err)
 	}
-	if err := p.setInFlight(7, span); err != nil {
+	if err := p.setInFlight(7, span, nil); err != nil {
 		t.Fatal(err)
 	}
 	q, err := loadPositions(dir)

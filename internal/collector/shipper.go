@@ -73,6 +73,14 @@ type shipper struct {
 	// be the same block); lastRecut is the last offset read again.
 	noRecutBefore int64
 	lastRecut     int64
+	// replay is how the batch a previous process left in flight was parsed
+	// (positions.InFlightFormats) and replayEnd its last line (-1: no
+	// replay): its lines are parsed exactly so, switching format where it
+	// did (at nextSwitch; math.MaxInt64: no switch due), and the format is
+	// neither detected nor checked before replayEnd is passed.
+	replay     []parseSpan
+	replayEnd  int64
+	nextSwitch int64
 	// replayUntil, when >= 0, is the last line of a batch that was in flight
 	// when the previous process stopped, on a store only this process
 	// inserts into: the first batch is read to exactly that line, whatever
@@ -145,6 +153,9 @@ func (s *shipper) read(ctx context.Context) {
 				s.handOff(b)
 				return
 			}
+		}
+		if off >= s.nextSwitch && s.parser != nil {
+			s.formatDue(off)
 		}
 		var tooLong *lines.TooLongError
 		switch {
@@ -325,6 +336,9 @@ func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit, wa
 			if err := s.prepare(ctx, off, line, wake); err != nil {
 				return b, err
 			}
+		}
+		if off >= s.nextSwitch {
+			s.formatDue(off)
 		}
 		if b, err = s.take(ctx, b); err != nil {
 			return b, err
