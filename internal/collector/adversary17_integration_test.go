@@ -11,6 +11,7 @@ package collector_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -598,11 +599,39 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, stop := autoCollector(t, st, path, parser.Auto)
+		// Both runs keep their positions: the second finds the block at
+		// the offset recorded with the last acknowledged line, without a
+		// search back (TestHeaderBlock covers the search, no record).
+		state := t.TempDir()
+		tune := func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+		}
+		stop := startCollector(t, st, path, tune)
 		st.waitRows(t, 10+far, 120*time.Second)
 		stop()
+		raw, err := os.ReadFile(filepath.Join(state, "positions.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pos struct {
+			HeadersAt map[string]int64 `json:"headers_at"`
+		}
+		if err := json.Unmarshal(raw, &pos); err != nil {
+			t.Fatal(err)
+		}
+		second := int64(len(w3cBlock(base, w3cFieldsA) + w3cRows(w3cFieldsA, 0, 10, base)))
+		if len(pos.HeadersAt) != 1 {
+			t.Errorf("%s: positions' headers_at %v, want the second block's offset %d", d.Backend, pos.HeadersAt, second)
+		}
+		for _, at := range pos.HeadersAt {
+			if at != second {
+				t.Errorf("%s: positions' headers_at %d, want the second block's offset %d", d.Backend, at, second)
+			}
+		}
 		appendTo(t, path, []byte(rowsC(10+far, 100)))
-		autoCollector(t, st, path, parser.Auto)
+		startCollector(t, st, path, tune)
 		got := settleStore(t, st, 10+far+100, 60*time.Second)
 		t.Logf("%s: %d bytes, the last block %d bytes before the resume offset: %v", d.Backend, len(data), len(data)-len(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 10, base)), got)
 		if got.violated() || got.hits != 10+far+100 {
