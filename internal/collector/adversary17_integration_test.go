@@ -650,7 +650,6 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 // behind 250 garbage lines (more than detection looks at): about the first thousand of its lines are
 // shipped as rejects (sampled: 100 per batch kept, the rest only counted).
 func TestAdversary17GarbageThenGoodLines(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)

@@ -177,7 +177,10 @@ type formatWatch struct {
 	kept            [][]byte
 	next            int // where the next rejected line goes in kept
 	reason          string
-	mismatch        bool // the gauge says so
+	// guessed: no format accepted the lines detection looked at (the
+	// fallback parses them).
+	guessed  bool
+	mismatch bool // the gauge says so
 	warned          bool // once per open file
 }
 
@@ -239,6 +242,17 @@ func (w *formatWatch) high() bool {
 	return w.run >= watchMin || n >= watchMin && r*10 >= n*9
 }
 
+// recent is the last n rejected lines kept (fewer if fewer are), oldest
+// first.
+func (w *formatWatch) recent(n int) [][]byte {
+	n = min(n, len(w.kept))
+	out := make([][]byte, 0, n)
+	for i := range n {
+		out = append(out, w.kept[(w.next-n+i+len(w.kept))%len(w.kept)])
+	}
+	return out
+}
+
 // rejected is the kept rejected lines, oldest first.
 func (w *formatWatch) rejected() [][]byte {
 	if len(w.kept) < watchKeep {
@@ -253,7 +267,7 @@ func (w *formatWatch) restart() {
 	w.prev, w.cur = bucket{}, bucket{}
 	w.run = 0
 	w.kept, w.next = w.kept[:0], 0
-	w.mismatch = false
+	w.mismatch, w.guessed = false, false
 	w.every = 2 * watchHalf
 }
 
@@ -295,6 +309,7 @@ func (s *shipper) prepare(ctx context.Context, off int64, line []byte, wake wake
 		}
 		if det.Format == "" {
 			format = fallbackFormat
+			s.watch.guessed = true
 			s.c.log.Warn("no known format parses the first lines of a log file: they are rejected (sampled in the rejects table) until one does",
 				"path", s.path, "site", s.src.Site, "lines", det.Lines, "reason", firstReason(det), "tried", det.Summary(4))
 		} else {
@@ -693,6 +708,38 @@ func (s *shipper) checkFormat(b *sink.Batch) (*sink.Batch, error) {
 		return b, nil
 	}
 	return s.switchFormat(b, alt.Format, det)
+}
+
+// shipMin is the fewest rejects in a row a detection before a batch is
+// handed on looks at (redetect).
+const shipMin = 5
+
+// redetect runs before the batch in hand is handed on, with auto, while
+// the file is parsed with a format found wrong (the watch's mismatch) or
+// guessed (no format accepted its first lines): the newest run of rejects
+// (up to watchMin lines) is detected again, and when another format
+// accepts most of it, the run is read again under it while it is still in
+// the batch in hand, never sent. Without it a file that turned into a real
+// log after a wrong start waited for the watch's next detection, thousands
+// of lines on, and shipped its lines as rejects meanwhile (found by the
+// adversary of issue 17: 740 of 1600 JSON lines after 250 lines of a
+// program's output). At most one detection per batch, only while the
+// format is wrong. switched: the reader was moved back, b cut; b is not
+// handed on yet.
+func (s *shipper) redetect(b *sink.Batch) (_ *sink.Batch, switched bool, err error) {
+	w := &s.watch
+	if s.src.Format != parser.Auto || !(w.mismatch || w.guessed) || w.run < shipMin || s.replayEnd >= 0 {
+		return b, false, nil
+	}
+	sample := w.recent(min(w.run, watchMin))
+	det := parser.Detect(append(slices.Clone(s.headers), sample...), s.parserOptions())
+	alt, ok := det.Best()
+	if !ok || alt.Format == s.format || alt.Accepted*2 <= alt.Accepted+alt.Rejected {
+		return b, false, nil
+	}
+	at := s.reader.Offset()
+	b, err = s.switchFormat(b, alt.Format, det)
+	return b, s.reader.Offset() != at, err
 }
 
 // switchFormat parses the file with format from the first of the current

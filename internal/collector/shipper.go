@@ -121,7 +121,7 @@ func (s *shipper) read(ctx context.Context) {
 	var b *sink.Batch
 	idleSince := time.Time{}
 	var h parser.Hit
-	stop := false
+	stop, switched := false, false
 	progress := s.startBackfill()
 	defer func() {
 		if progress != nil {
@@ -202,6 +202,11 @@ func (s *shipper) read(ctx context.Context) {
 				if progress != nil {
 					progress.Set(s.reader.Offset())
 				}
+				if b, switched, stop = s.beforeShip(b); stop {
+					return
+				} else if switched {
+					continue // lines read again under another format
+				}
 				if b = s.ship(b); b == nil && s.replaced() {
 					return
 				}
@@ -253,6 +258,11 @@ func (s *shipper) read(ctx context.Context) {
 			progress = nil
 		}
 		if b != nil && b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
+			if b, switched, stop = s.beforeShip(b); stop {
+				return
+			} else if switched {
+				continue // lines read again under another format
+			}
 			if b = s.ship(b); b == nil && s.replaced() {
 				return
 			}
@@ -292,6 +302,23 @@ func (s *shipper) read(ctx context.Context) {
 			wake.Wait(ctx, s.c.opts.Poll)
 		}
 	}
+}
+
+// beforeShip detects the format again before b is handed on, when it is
+// wrong (redetect); a switch reads lines of b again, so b is not handed on
+// yet. stop: reading failed, read() returns.
+func (s *shipper) beforeShip(b *sink.Batch) (_ *sink.Batch, switched, stop bool) {
+	if !s.watch.mismatch && !s.watch.guessed {
+		return b, false, false
+	}
+	b, switched, err := s.redetect(b)
+	if err != nil {
+		s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
+		s.readFailed = true
+		s.handOff(b)
+		return nil, false, true
+	}
+	return b, switched, false
 }
 
 // replayEnds ends the replay of the batch a previous process left in flight
