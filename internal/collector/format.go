@@ -181,7 +181,7 @@ type formatWatch struct {
 	// fallback parses them).
 	guessed  bool
 	mismatch bool // the gauge says so
-	warned          bool // once per open file
+	warned   bool // once per open file
 }
 
 func newFormatWatch() formatWatch {
