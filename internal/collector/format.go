@@ -42,9 +42,16 @@ import (
 //     it accepted is parsed anew), but only as far as it is in the batch in
 //     hand, which was never sent (the batch is cut there,
 //     sink.Batch.TruncateAt); lines handed to the sender stay as they were
-//     parsed. Never inside the span of a batch a previous process left in
-//     flight (noRecutBefore): that batch is read again to be the same
-//     block.
+//     parsed. While the format is wrong (or guessed: none accepted the
+//     first lines), the newest run of rejects is also detected again before
+//     each batch is handed on (redetect), so a file that turns into a real
+//     log switches while its first good lines are unsent.
+//   - A batch a previous process left in flight is read again with the
+//     formats that parsed it (the in-flight record keeps them: formats.record,
+//     positions), switching where it did (replayFormat, formatDue), and is
+//     never cut or switched by the watch (noRecutBefore, replayEnd): it is
+//     read again to be the same block. Detection and the watch resume past
+//     it.
 
 // detectLines and detectBytes bound the lines detection looks at.
 const (
