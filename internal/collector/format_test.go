@@ -243,3 +243,45 @@ func (b *blockOnly) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return b.floorReader.ReadAt(p, off)
 }
+
+// A batch's record of formats is the span in force at its first line, from
+// that line, then each span that starts within it; a switch that reads
+// lines again drops the spans past it; an ack forgets all but the span in
+// force after the acknowledged line.
+func TestFormatsRecord(t *testing.T) {
+	hdr := [][]byte{[]byte("#Fields: date time\n")}
+	sp := func(from int64, format string) parseSpan { return parseSpan{From: from, Format: format, HeadersAt: -1} }
+	var f formats
+	f.set(sp(0, "combined"))
+	f.set(sp(500, "json"))
+	f.set(parseSpan{From: 900, Format: "w3c", Headers: hdr, HeadersAt: 900})
+	f.set(sp(1200, "main"))
+	f.set(sp(1000, "combined")) // read again from 1000: 1200's is gone
+	cases := []struct {
+		name        string
+		first, last int64
+		want        []parseSpan
+	}{
+		{"inside one span", 100, 400, []parseSpan{sp(100, "combined")}},
+		{"across a switch", 100, 600, []parseSpan{sp(100, "combined"), sp(500, "json")}},
+		{"from a switch on", 500, 899, []parseSpan{sp(500, "json")}},
+		{"with header lines", 950, 1500, []parseSpan{{From: 950, Format: "w3c", Headers: hdr, HeadersAt: 900}, sp(1000, "combined")}},
+		{"past every switch", 1100, 1300, []parseSpan{sp(1100, "combined")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := f.record(c.first, c.last)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("record(%d, %d) = %v, want %v", c.first, c.last, got, c.want)
+			}
+		})
+	}
+	f.acked(950)
+	if got := f.record(951, 951); len(got) != 1 || got[0].Format != "w3c" || len(f.spans) != 2 {
+		t.Errorf("after the ack of 950: spans %v, record %v", f.spans, got)
+	}
+	f.acked(999) // the line at 1000 starts the next span
+	if len(f.spans) != 1 || f.spans[0].From != 1000 {
+		t.Errorf("after the ack of 999: spans %v", f.spans)
+	}
+}
