@@ -1,16 +1,18 @@
 package collector_test
 
 // Adversary of issue 17 (format: auto): reproductions of ways the
-// exactly-once guarantee breaks around format detection, format switches
-// and header lines. Each test fails while the finding stands; they run only
-// with HITCOUNT_ADVERSARY=1 (see adversaryGate), e.g.
+// exactly-once guarantee broke around format detection, format switches
+// and header lines. Each failed before its fix and runs in the normal
+// suite since (each comment says what it found, then how it was fixed),
+// e.g.
 //
-//	HITCOUNT_ADVERSARY=1 HITCOUNT_CHDB_LIB=/work/main/.cache/chdb/current/libchdb.so CI=1 \
+//	HITCOUNT_CHDB_LIB=/work/main/.cache/chdb/current/libchdb.so CI=1 \
 //	  go test -count=1 -run 'TestAdversary17' ./internal/collector/
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -141,9 +143,10 @@ func settleStore(t *testing.T, st *store, atLeast uint64, timeout time.Duration)
 // engine replays "the identical batch", which is not identical: its hits
 // are dropped by the token, its new rejects block lands.
 //
-// The in-flight record does not say which format(s) parsed the batch.
+// The in-flight record did not say which format(s) parsed the batch. Fixed:
+// it does (positions' in_flight_formats), and the batch is read again with
+// them.
 func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -199,9 +202,9 @@ func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
 // and the first 20 lines land twice. On the server, the batch is read again
 // for the rejects it may lack, and the over-long line (not checked against
 // held, unlike every other line) is sent again as a reject: twice in
-// rejects.
+// rejects. Fixed: the replay ends at its last line whatever that line is,
+// and held applies to over-long lines.
 func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -251,9 +254,9 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 // one glob (u_ex261124.log, u_ex261125.log: IIS opens a new file each day,
 // nothing is renamed) share a source id, and the second is resumed after
 // the first's committed offset, or found "shorter than what was
-// committed" and not read at all.
+// committed" and not read at all. Fixed: a file that starts with '#'
+// lines is known by them and the first two lines after them.
 func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const cfHeader = "#Version: 1.0\n#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status cs(Referer) cs(User-Agent) cs-uri-query cs(Cookie) x-edge-result-type x-edge-request-id x-host-header cs-protocol cs-bytes time-taken\n"
 	cfRows := func(from, n int, start time.Time) []byte {
@@ -335,7 +338,6 @@ func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
 // writes and kills; not the collector's timing); HC_ADV_LOG=FILE keeps
 // the children's logs.
 func TestAdversary17KillNineWhileFormatsChange(t *testing.T) {
-	adversaryGate(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HC_ADV_SEED"); v != "" {
 		fmt.Sscan(v, &seed)
@@ -533,9 +535,8 @@ func logLost(t *testing.T, st *store, path string) {
 // the server the 20 combined lines parse, are taken for committed hits and
 // skipped: stored nowhere; the 50 JSON lines are rejected, and sent as
 // rejects: stored twice. The embedded engine replays the batch under
-// combined: its JSON lines land in rejects as well.
+// combined: its JSON lines land in rejects as well. Fixed as finding 1.
 func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -570,9 +571,11 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 }
 
 // Finding 4: a W3C log resumed more than 16 MiB after its last "#Fields:"
-// line is read with the file's first block instead.
+// line was read with the file's first block instead. Fixed: where the block
+// starts is kept with the last acknowledged line (positions' headers_at),
+// and without it the search has no bound.
 //
-// headerBlockAt looks back at most headerSearch (16 MiB) for the block in
+// headerBlockAt looked back at most headerSearch (16 MiB) for the block in
 // force at the resume offset; past it "the block at the top of the file is
 // taken". IIS writes a new block after each restart of the site, with the
 // fields configured then. Here the first block names 10 fields, the second
@@ -583,7 +586,6 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 // every line of the file from there on is a reject, sampled 100 per batch:
 // its hits are gone from the counts until IIS writes another block.
 func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const fieldsC = "cs(User-Agent) date time c-ip cs-method cs-uri-stem cs-uri-query sc-status sc-bytes time-taken"
 	ua := "Mozilla/5.0+" + string(bytes.Repeat([]byte("x"), 2000))
@@ -603,11 +605,39 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, stop := autoCollector(t, st, path, parser.Auto)
+		// Both runs keep their positions: the second finds the block at
+		// the offset recorded with the last acknowledged line, without a
+		// search back (TestHeaderBlock covers the search, no record).
+		state := t.TempDir()
+		tune := func(o *collector.Options) {
+			o.Sources[0].Format = parser.Auto
+			o.StateDir = state
+			o.DetectWait = 200 * time.Millisecond
+		}
+		stop := startCollector(t, st, path, tune)
 		st.waitRows(t, 10+far, 120*time.Second)
 		stop()
+		raw, err := os.ReadFile(filepath.Join(state, "positions.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pos struct {
+			HeadersAt map[string]int64 `json:"headers_at"`
+		}
+		if err := json.Unmarshal(raw, &pos); err != nil {
+			t.Fatal(err)
+		}
+		second := int64(len(w3cBlock(base, w3cFieldsA) + w3cRows(w3cFieldsA, 0, 10, base)))
+		if len(pos.HeadersAt) != 1 {
+			t.Errorf("%s: positions' headers_at %v, want the second block's offset %d", d.Backend, pos.HeadersAt, second)
+		}
+		for _, at := range pos.HeadersAt {
+			if at != second {
+				t.Errorf("%s: positions' headers_at %d, want the second block's offset %d", d.Backend, at, second)
+			}
+		}
 		appendTo(t, path, []byte(rowsC(10+far, 100)))
-		autoCollector(t, st, path, parser.Auto)
+		startCollector(t, st, path, tune)
 		got := settleStore(t, st, 10+far+100, 60*time.Second)
 		t.Logf("%s: %d bytes, the last block %d bytes before the resume offset: %v", d.Backend, len(data), len(data)-len(w3cBlock(base, w3cFieldsA)+w3cRows(w3cFieldsA, 0, 10, base)), got)
 		if got.violated() || got.hits != 10+far+100 {
@@ -625,8 +655,10 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 // is in the batch in hand. A web server logging JSON at 200 lines a second
 // behind 250 garbage lines (more than detection looks at): about the first thousand of its lines are
 // shipped as rejects (sampled: 100 per batch kept, the rest only counted).
+// Fixed: while the format is wrong (or guessed), the newest run of rejects
+// is detected again before each batch is sent (redetect); now every JSON
+// line is a hit.
 func TestAdversary17GarbageThenGoodLines(t *testing.T) {
-	adversaryGate(t)
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)

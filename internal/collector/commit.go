@@ -88,7 +88,7 @@ func (s *shipper) send(ctx context.Context) {
 // the collector stops before its outcome is known.
 func (s *shipper) commit(ctx, insertCtx context.Context, b *sink.Batch) error {
 	d := delivery{unknown: s.c.dedup && s.replaying(b)}
-	if err := s.c.positions.setInFlight(b.SourceID, b.Span()); err != nil {
+	if err := s.c.positions.setInFlight(b.SourceID, b.Span(), s.formats.record(b.First, b.Last)); err != nil {
 		s.c.log.Warn("cannot record the batch in flight", "err", err)
 	}
 	if err := s.deliver(ctx, insertCtx, b, &d); err != nil {
@@ -112,9 +112,14 @@ func (s *shipper) commit(ctx, insertCtx context.Context, b *sink.Batch) error {
 	}
 	s.c.ack(b)
 	s.c.setReady(true)
-	if err := s.c.positions.clearInFlight(b.SourceID, b.Site, b.Last); err != nil {
+	headersAt := int64(-1)
+	if span, ok := s.formats.at(b.Last); ok && len(span.Headers) > 0 {
+		headersAt = span.HeadersAt
+	}
+	if err := s.c.positions.clearInFlight(b.SourceID, b.Site, b.Last, headersAt); err != nil {
 		s.c.log.Warn("cannot clear the record of the batch in flight", "err", err)
 	}
+	s.formats.acked(b.Last)
 	if m := s.c.m; m != nil {
 		m.RowsInserted.WithLabelValues(s.src.Site).Add(float64(d.rows))
 	}
@@ -209,7 +214,7 @@ func (s *shipper) refused(ctx, insertCtx context.Context, b *sink.Batch, cause e
 	// whole batch's record made the rest of the file one new, larger block,
 	// and the paused replica's half landed as well: five lines twice).
 	for _, half := range []*sink.Batch{lo, hi} {
-		if err := s.c.positions.setInFlight(half.SourceID, half.Span()); err != nil {
+		if err := s.c.positions.setInFlight(half.SourceID, half.Span(), s.formats.record(half.First, half.Last)); err != nil {
 			s.c.log.Warn("cannot record the batch in flight", "err", err)
 		}
 		if err := s.deliver(ctx, insertCtx, half, d); err != nil {

@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func TestHeaderBlock(t *testing.T) {
 		return b.String()
 	}
 	long := rows(0, 3000) // ~90 KiB: more than one chunk back
+	t.Run("far back", func(t *testing.T) { headerBlockFar(t, h1, h2, rows) })
 	cases := []struct {
 		name string
 		file string
@@ -51,19 +53,19 @@ func TestHeaderBlock(t *testing.T) {
 			if c.name == "at a block's second line: its first line" {
 				off = int64(strings.LastIndex(c.file, c.at))
 			}
-			got, err := headerBlockAt(strings.NewReader(c.file), off)
+			got, at, err := headerBlockAt(strings.NewReader(c.file), off, 0, -1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := string(bytes.Join(got, nil)); s != c.want {
-				t.Errorf("at %d: %q, want %q", off, s, c.want)
+			if s := string(bytes.Join(got, nil)); s != c.want || !strings.HasPrefix(c.file[at:], c.want) {
+				t.Errorf("at %d: %q from %d, want %q", off, s, at, c.want)
 			}
-			got, err = headerBlockStream(strings.NewReader(c.file[:off]), 0)
+			got, at2, err := headerBlockStream(strings.NewReader(c.file[:off]), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := string(bytes.Join(got, nil)); s != c.want {
-				t.Errorf("stream to %d: %q, want %q", off, s, c.want)
+			if s := string(bytes.Join(got, nil)); s != c.want || at2 != at {
+				t.Errorf("stream to %d: %q from %d, want %q from %d", off, s, at2, c.want, at)
 			}
 		})
 	}
@@ -171,4 +173,115 @@ func BenchmarkAddLine(b *testing.B) {
 			bt.AddLine(h, off, next, bytes.TrimRight(line, "\r\n"))
 		})
 	})
+}
+
+// floorReader fails a read of anything before floor: what a search must not
+// read.
+type floorReader struct {
+	r     *strings.Reader
+	floor int64
+}
+
+func (f floorReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < f.floor {
+		return 0, fmt.Errorf("read at %d, before %d", off, f.floor)
+	}
+	return f.r.ReadAt(p, off)
+}
+
+// A block any distance back is found (no bound that would fall back to the
+// file's first block: issue 17's adversary resumed 18 MiB after one); with
+// the block known at the last acknowledged line (positions' HeadersAt), the
+// search reads nothing before that line except the block itself.
+func headerBlockFar(t *testing.T, h1, h2 string, rows func(from, n int) string) {
+	far := rows(0, 700_000) // ~20 MiB
+	file := h1 + rows(0, 5) + h2 + far + "END\n"
+	off := int64(strings.Index(file, "END\n"))
+	second := int64(strings.Index(file, h2))
+	acked := off - 1000 // a line the store acknowledged, past h2
+	for _, c := range []struct {
+		name         string
+		r            io.ReaderAt
+		floor, known int64
+		want         string
+		wantAt       int64
+	}{
+		{"no record: searched to the block", strings.NewReader(file), 0, -1, h2, second},
+		{"the record's block, nothing else read before the acked line",
+			&blockOnly{floorReader{strings.NewReader(file), acked - 1}, second, int64(len(h2))}, acked, second, h2, second},
+		{"a block after the acked line wins", strings.NewReader(h1 + rows(0, 5) + "ACK\n" + h2 + "END\n"),
+			int64(len(h1 + rows(0, 5))), 0, h2, int64(len(h1 + rows(0, 5) + "ACK\n"))},
+		{"a record that is not a block: searched for", strings.NewReader(file), acked, second + 3, h2, second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := off
+			if c.name == "a block after the acked line wins" {
+				s := h1 + rows(0, 5) + "ACK\n" + h2 + "END\n"
+				o = int64(strings.Index(s, "END\n"))
+			}
+			got, at, err := headerBlockAt(c.r, o, c.floor, c.known)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := string(bytes.Join(got, nil)); s != c.want || at != c.wantAt {
+				t.Errorf("%q from %d, want %q from %d", s, at, c.want, c.wantAt)
+			}
+		})
+	}
+}
+
+// blockOnly lets the reads of the block at [at, at+n) (and the line end
+// before it) through below floor.
+type blockOnly struct {
+	floorReader
+	at, n int64
+}
+
+func (b *blockOnly) ReadAt(p []byte, off int64) (int, error) {
+	if off >= b.at-1 && off < b.at+b.n {
+		return b.r.ReadAt(p, off)
+	}
+	return b.floorReader.ReadAt(p, off)
+}
+
+// A batch's record of formats is the span in force at its first line, from
+// that line, then each span that starts within it; a switch that reads
+// lines again drops the spans past it; an ack forgets all but the span in
+// force after the acknowledged line.
+func TestFormatsRecord(t *testing.T) {
+	hdr := [][]byte{[]byte("#Fields: date time\n")}
+	sp := func(from int64, format string) parseSpan { return parseSpan{From: from, Format: format, HeadersAt: -1} }
+	var f formats
+	f.set(sp(0, "combined"))
+	f.set(sp(500, "json"))
+	f.set(parseSpan{From: 900, Format: "w3c", Headers: hdr, HeadersAt: 900})
+	f.set(sp(1200, "main"))
+	f.set(sp(1000, "combined")) // read again from 1000: 1200's is gone
+	cases := []struct {
+		name        string
+		first, last int64
+		want        []parseSpan
+	}{
+		{"inside one span", 100, 400, []parseSpan{sp(100, "combined")}},
+		{"across a switch", 100, 600, []parseSpan{sp(100, "combined"), sp(500, "json")}},
+		{"from a switch on", 500, 899, []parseSpan{sp(500, "json")}},
+		{"with header lines", 950, 1500, []parseSpan{{From: 950, Format: "w3c", Headers: hdr, HeadersAt: 900}, sp(1000, "combined")}},
+		{"past every switch", 1100, 1300, []parseSpan{sp(1100, "combined")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := f.record(c.first, c.last)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("record(%d, %d) = %v, want %v", c.first, c.last, got, c.want)
+			}
+		})
+	}
+	f.acked(950)
+	if got := f.record(951, 951); len(got) != 1 || got[0].Format != "w3c" || len(f.spans) != 2 {
+		t.Errorf("after the ack of 950: spans %v, record %v", f.spans, got)
+	}
+	f.acked(999) // the line at 1000 starts the next span
+	if len(f.spans) != 1 || f.spans[0].From != 1000 {
+		t.Errorf("after the ack of 999: spans %v", f.spans)
+	}
 }

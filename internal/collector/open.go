@@ -119,8 +119,12 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 		return start, how, true, nil
 	}
 	// Whatever follows reads the batch's lines again to be the same block,
-	// or to skip what the store holds: never again under another format.
+	// or to skip what the store holds: never again under another format,
+	// and with the formats that parsed it (prepare), not a fresh detection.
 	s.noRecutBefore = max(span.Last+1, start)
+	if s.replay = c.positions.getFormats(s.id.ID); len(s.replay) > 0 {
+		s.replayEnd = span.Last
+	}
 	x, isX := c.ins.(interface{ Exclusive() bool })
 	exclusive := isX && x.Exclusive()
 	switch {

@@ -27,8 +27,12 @@ type positions struct {
 	mu       sync.Mutex
 	m        map[uint64]int64
 	inFlight map[uint64]sink.Span
-	acked    map[uint64]int64
-	sites    map[string]bool
+	// formats: how each batch in flight was parsed; headersAt: where the
+	// header block in force at each source's acked line starts.
+	formats   map[uint64][]parseSpan
+	acked     map[uint64]int64
+	headersAt map[uint64]int64
+	sites     map[string]bool
 	// absent is when each source with an entry was last missed by a scan
 	// (in memory: a restart starts the clock again, which only keeps an
 	// entry longer).
@@ -43,6 +47,13 @@ type positionsFile struct {
 	// acknowledged, [first line, last line, min ts, max ts]: after a crash
 	// its outcome is learnt from the store (see shipper).
 	InFlight map[string][5]int64 `json:"in_flight,omitempty"`
+	// InFlightFormats is how each batch in flight was parsed: the format
+	// (and header lines: W3C's #Fields) in force at its first line, and
+	// each switch within it (format: auto). The batch is read again with
+	// exactly these, not under a fresh detection, which may pick another
+	// format and store its lines twice or not at all (found by the
+	// adversary of issue 17). Missing (an older version): detected again.
+	InFlightFormats map[string][]parseSpan `json:"in_flight_formats,omitempty"`
 	// Acked is the last line of each source the store acknowledged, and
 	// Sites the sites with any: written with the in-flight record's clearing
 	// (no write of its own). The store stays the truth; these are read only
@@ -51,6 +62,12 @@ type positionsFile struct {
 	// from where it knows it stopped instead of waiting for that replica.
 	Acked map[string]int64 `json:"acked,omitempty"`
 	Sites []string         `json:"sites,omitempty"`
+	// HeadersAt is where the block of header lines (W3C's "#Fields:") in
+	// force at each source's Acked line starts: a file resumed after it
+	// looks for a later block only after that line, however far the
+	// resume offset is from the block (found by the adversary of issue
+	// 17: a search bounded to 16 MiB took the file's first block).
+	HeadersAt map[string]int64 `json:"headers_at,omitempty"`
 }
 
 func loadPositions(dir string) (*positions, error) {
@@ -61,7 +78,8 @@ func loadPositions(dir string) (*positions, error) {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	p := &positions{path: filepath.Join(dir, "positions.json"), m: map[uint64]int64{}, inFlight: map[uint64]sink.Span{},
-		acked: map[uint64]int64{}, sites: map[string]bool{}, absent: map[uint64]time.Time{}}
+		formats: map[uint64][]parseSpan{}, acked: map[uint64]int64{}, headersAt: map[uint64]int64{},
+		sites: map[string]bool{}, absent: map[uint64]time.Time{}}
 	data, err := os.ReadFile(p.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return p, nil
@@ -89,12 +107,26 @@ func loadPositions(dir string) (*positions, error) {
 		// no time of its rejects (0: a replay stamps them anew).
 		p.inFlight[id] = sink.Span{First: v[0], Last: v[1], MinTS: v[2], MaxTS: v[3], RejectsAt: v[4]}
 	}
+	for k, v := range raw.InFlightFormats {
+		id, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
+		}
+		p.formats[id] = v
+	}
 	for k, v := range raw.Acked {
 		id, err := strconv.ParseUint(k, 16, 64)
 		if err != nil {
 			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
 		}
 		p.acked[id] = v
+	}
+	for k, v := range raw.HeadersAt {
+		id, err := strconv.ParseUint(k, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("positions hint %s is corrupt: key %q", p.path, k)
+		}
+		p.headersAt[id] = v
 	}
 	for _, site := range raw.Sites {
 		p.sites[site] = true
@@ -134,14 +166,19 @@ func (p *positions) set(id uint64, off int64) error {
 }
 
 // setInFlight records the batch about to be inserted, durably, before the
-// insert starts.
-func (p *positions) setInFlight(id uint64, span sink.Span) error {
+// insert starts, with the formats its lines were parsed with.
+func (p *positions) setInFlight(id uint64, span sink.Span, formats []parseSpan) error {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.inFlight[id] = span
+	if len(formats) > 0 {
+		p.formats[id] = formats
+	} else {
+		delete(p.formats, id)
+	}
 	return p.save()
 }
 
@@ -149,8 +186,9 @@ func (p *positions) setInFlight(id uint64, span sink.Span) error {
 // acknowledged it, up to its line at last, of site: a record left behind
 // would be inserted again at the next reopen of the source (a restart, or
 // the gzip of a finished file under delaycompress), and trust a
-// deduplication window that may have passed.
-func (p *positions) clearInFlight(id uint64, site string, last int64) error {
+// deduplication window that may have passed. headersAt is where the header
+// block in force at last starts (-1: none).
+func (p *positions) clearInFlight(id uint64, site string, last, headersAt int64) error {
 	if p == nil {
 		return nil
 	}
@@ -158,13 +196,42 @@ func (p *positions) clearInFlight(id uint64, site string, last int64) error {
 	defer p.mu.Unlock()
 	if cur, ok := p.acked[id]; !ok || last > cur {
 		p.acked[id] = last
+		if headersAt >= 0 {
+			p.headersAt[id] = headersAt
+		} else {
+			delete(p.headersAt, id)
+		}
 	}
 	p.sites[site] = true
 	if _, ok := p.inFlight[id]; !ok {
 		return nil
 	}
 	delete(p.inFlight, id)
+	delete(p.formats, id)
 	return p.save()
+}
+
+// getHeaders returns the last line of a source the store acknowledged and
+// where the header block in force there starts, if known.
+func (p *positions) getHeaders(id uint64) (acked, headersAt int64, ok bool) {
+	if p == nil {
+		return 0, 0, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	acked, ok = p.acked[id]
+	headersAt, has := p.headersAt[id]
+	return acked, headersAt, ok && has
+}
+
+// getFormats returns how a source's batch in flight was parsed, if known.
+func (p *positions) getFormats(id uint64) []parseSpan {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.formats[id]
 }
 
 // getAcked returns the last line of a source the store acknowledged to this
@@ -234,12 +301,14 @@ func (p *positions) prune(present map[uint64]bool, now time.Time, after time.Dur
 	for id := range p.inFlight {
 		if check(id) {
 			delete(p.inFlight, id)
+			delete(p.formats, id)
 			changed = true
 		}
 	}
 	for id := range p.acked {
 		if check(id) {
 			delete(p.acked, id)
+			delete(p.headersAt, id)
 			changed = true
 		}
 	}
@@ -258,7 +327,8 @@ func (p *positions) prune(present map[uint64]bool, now time.Time, after time.Dur
 }
 
 func (p *positions) save() error {
-	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][5]int64{}, Acked: map[string]int64{}}
+	f := positionsFile{Start: map[string]int64{}, InFlight: map[string][5]int64{}, Acked: map[string]int64{},
+		InFlightFormats: map[string][]parseSpan{}, HeadersAt: map[string]int64{}}
 	for k, v := range p.m {
 		f.Start[strconv.FormatUint(k, 16)] = v
 	}
@@ -267,6 +337,12 @@ func (p *positions) save() error {
 	}
 	for k, v := range p.acked {
 		f.Acked[strconv.FormatUint(k, 16)] = v
+	}
+	for k, v := range p.formats {
+		f.InFlightFormats[strconv.FormatUint(k, 16)] = v
+	}
+	for k, v := range p.headersAt {
+		f.HeadersAt[strconv.FormatUint(k, 16)] = v
 	}
 	for s := range p.sites {
 		f.Sites = append(f.Sites, s)

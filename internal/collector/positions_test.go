@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func TestPositionsForgetsSourcesGoneAWhile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := p.setInFlight(9999, sink.Span{First: 1, Last: 2}); err != nil {
+	if err := p.setInFlight(9999, sink.Span{First: 1, Last: 2}, nil); err != nil {
 		t.Fatal(err)
 	}
 	big := fileSize(t, filepath.Join(dir, "positions.json"))
@@ -86,19 +87,19 @@ func TestPositionsKeepAcknowledgedAndInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	span := sink.Span{First: 100, Last: 900, MinTS: 1_800_000_000, MaxTS: 1_800_000_060, RejectsAt: 1_800_000_061}
-	if err := p.setInFlight(7, span); err != nil {
+	if err := p.setInFlight(7, span, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.clearInFlight(7, "www", 900); err != nil {
+	if err := p.clearInFlight(7, "www", 900, -1); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.setInFlight(7, sink.Span{First: 901, Last: 950, RejectsAt: 1_800_000_070}); err != nil {
+	if err := p.setInFlight(7, sink.Span{First: 901, Last: 950, RejectsAt: 1_800_000_070}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.clearInFlight(7, "www", 800); err != nil { // an older batch's late ack never moves it back
+	if err := p.clearInFlight(7, "www", 800, -1); err != nil { // an older batch's late ack never moves it back
 		t.Fatal(err)
 	}
-	if err := p.setInFlight(7, span); err != nil {
+	if err := p.setInFlight(7, span, nil); err != nil {
 		t.Fatal(err)
 	}
 	q, err := loadPositions(dir)
@@ -128,5 +129,49 @@ func TestPositionsKeepAcknowledgedAndInFlight(t *testing.T) {
 	}
 	if _, ok := r.getAcked(0xb); ok {
 		t.Error("an older version's file has no acknowledged offsets, yet one was read")
+	}
+}
+
+// The formats of a batch in flight and the header block at the acked line
+// survive a restart; the formats go with the record's clearing, the block
+// moves only with the acked line.
+func TestPositionsKeepFormats(t *testing.T) {
+	dir := t.TempDir()
+	p, err := loadPositions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := []parseSpan{{From: 10, Format: "w3c", Headers: [][]byte{[]byte("#Fields: date\xff\n")}, HeadersAt: 0}, {From: 70, Format: "json", HeadersAt: -1}}
+	if err := p.setInFlight(7, sink.Span{First: 10, Last: 90}, fm); err != nil {
+		t.Fatal(err)
+	}
+	q, err := loadPositions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.getFormats(7); fmt.Sprint(got) != fmt.Sprint(fm) {
+		t.Errorf("formats after reload: %v, want %v", got, fm)
+	}
+	if err := q.clearInFlight(7, "www", 90, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.clearInFlight(7, "www", 50, 8); err != nil { // a late ack of an older batch
+		t.Fatal(err)
+	}
+	r, err := loadPositions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.getFormats(7); got != nil {
+		t.Errorf("formats after the ack: %v", got)
+	}
+	if acked, at, ok := r.getHeaders(7); !ok || acked != 90 || at != 4 {
+		t.Errorf("headers after reload: %d %d %v, want 90 4 true", acked, at, ok)
+	}
+	if err := r.clearInFlight(7, "www", 120, -1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := r.getHeaders(7); ok {
+		t.Error("a header block kept past an acked line without one")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -447,6 +448,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r,
 		key: key, openedAs: fi, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
 		replayUntil: -1, endStart: endStart, scanned: st.done, watch: newFormatWatch(), lastRecut: -1,
+		replayEnd: -1, nextSwitch: math.MaxInt64,
 	}
 	c.mu.Lock()
 	c.open[id.ID] = s

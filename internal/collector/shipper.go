@@ -73,6 +73,14 @@ type shipper struct {
 	// be the same block); lastRecut is the last offset read again.
 	noRecutBefore int64
 	lastRecut     int64
+	// replay is how the batch a previous process left in flight was parsed
+	// (positions.InFlightFormats) and replayEnd its last line (-1: no
+	// replay): its lines are parsed exactly so, switching format where it
+	// did (at nextSwitch; math.MaxInt64: no switch due), and the format is
+	// neither detected nor checked before replayEnd is passed.
+	replay     []parseSpan
+	replayEnd  int64
+	nextSwitch int64
 	// replayUntil, when >= 0, is the last line of a batch that was in flight
 	// when the previous process stopped, on a store only this process
 	// inserts into: the first batch is read to exactly that line, whatever
@@ -113,6 +121,7 @@ func (s *shipper) read(ctx context.Context) {
 	var b *sink.Batch
 	idleSince := time.Time{}
 	var h parser.Hit
+	stop, switched := false, false
 	progress := s.startBackfill()
 	defer func() {
 		if progress != nil {
@@ -145,10 +154,16 @@ func (s *shipper) read(ctx context.Context) {
 				return
 			}
 		}
+		if off >= s.nextSwitch && s.parser != nil {
+			s.formatDue(off)
+		}
 		var tooLong *lines.TooLongError
 		switch {
 		case err == nil && s.stored(line, off):
 			idleSince = time.Time{}
+			if b, stop = s.replayEnds(b, off); stop {
+				return
+			}
 			continue
 		case err == nil:
 			idleSince = time.Time{}
@@ -168,17 +183,19 @@ func (s *shipper) read(ctx context.Context) {
 				}
 			}
 			if s.replayUntil >= 0 {
-				if off >= s.replayUntil {
-					s.replayUntil = -1
-					if b = s.ship(b); b == nil && s.replaced() {
-						return
-					}
+				if b, stop = s.replayEnds(b, off); stop {
+					return
 				}
 				continue
 			}
 			if b.Lines >= s.c.opts.BatchRows || (b.Lines&1023 == 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay) {
 				if progress != nil {
 					progress.Set(s.reader.Offset())
+				}
+				if b, switched, stop = s.beforeShip(b); stop {
+					return
+				} else if switched {
+					continue // lines read again under another format
 				}
 				if b = s.ship(b); b == nil && s.replaced() {
 					return
@@ -187,11 +204,25 @@ func (s *shipper) read(ctx context.Context) {
 			continue
 		case errors.As(err, &tooLong) && !tooLong.Partial:
 			idleSince = time.Time{}
-			if b, err = s.take(ctx, b); err != nil {
+			if s.held[off] {
+				// A reject stored before a crash hid its outcome, as any
+				// other line (found by the adversary of issue 17: the
+				// over-long last line of a batch in flight was sent again).
+				delete(s.held, off)
+			} else {
+				if b, err = s.take(ctx, b); err != nil {
+					return
+				}
+				s.markRead(b)
+				b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
+			}
+			// An over-long line can be the last of the batch replayed: the
+			// replay ends there too, or it reads on past the batch, which
+			// is then another block with another id, and its lines land
+			// twice.
+			if b, stop = s.replayEnds(b, off); stop {
 				return
 			}
-			s.markRead(b)
-			b.AddReject(off, off+tooLong.Length, tooLong.Error(), tooLong.Head)
 			continue
 		case errors.As(err, &tooLong):
 			// An over-long line still being written: read it again once whole.
@@ -233,6 +264,11 @@ func (s *shipper) read(ctx context.Context) {
 			progress = nil
 		}
 		if b != nil && b.Lines > 0 && s.c.opts.Now().Sub(b.ReadAt) >= s.c.opts.BatchDelay {
+			if b, switched, stop = s.beforeShip(b); stop {
+				return
+			} else if switched {
+				continue // lines read again under another format
+			}
 			if b = s.ship(b); b == nil && s.replaced() {
 				return
 			}
@@ -292,6 +328,41 @@ func (s *shipper) stored(line []byte, off int64) bool {
 	return false
 }
 
+// beforeShip detects the format again before b is handed on, when it is
+// wrong (redetect); a switch reads lines of b again, so b is not handed on
+// yet. stop: reading failed, read() returns.
+func (s *shipper) beforeShip(b *sink.Batch) (_ *sink.Batch, switched, stop bool) {
+	if !s.watch.mismatch && !s.watch.guessed {
+		return b, false, false
+	}
+	b, switched, err := s.redetect(b)
+	if err != nil {
+		s.c.log.Error("read failed; the file will be reopened", "path", s.path, "err", err)
+		s.readFailed = true
+		s.handOff(b)
+		return nil, false, true
+	}
+	return b, switched, false
+}
+
+// replayEnds ends the replay of the batch a previous process left in flight
+// once the line at off is its last, whatever became of that line (parsed,
+// rejected, over-long, or skipped as stored): the batch in hand is handed
+// on as it is. stop: the file was replaced (ship), read() returns.
+func (s *shipper) replayEnds(b *sink.Batch, off int64) (_ *sink.Batch, stop bool) {
+	if s.replayUntil < 0 || off < s.replayUntil {
+		return b, false
+	}
+	s.replayUntil = -1
+	if b == nil || b.Lines == 0 {
+		return b, false
+	}
+	if b = s.ship(b); b == nil && s.replaced() {
+		return nil, true
+	}
+	return b, false
+}
+
 // take returns b, or a free batch for this source when b is nil.
 func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) {
 	if b != nil {
@@ -317,6 +388,9 @@ func (s *shipper) takeTail(ctx context.Context, b *sink.Batch, h *parser.Hit, wa
 			if err := s.prepare(ctx, off, line, wake); err != nil {
 				return b, err
 			}
+		}
+		if off >= s.nextSwitch {
+			s.formatDue(off)
 		}
 		if b, err = s.take(ctx, b); err != nil {
 			return b, err

@@ -66,6 +66,12 @@ var ErrNotReady = errors.New("file has no complete first line yet")
 // (found in testing: the second file's lines were taken for the first's and
 // skipped). The collector picks which of the two a file is known by (see
 // its open).
+//
+// A file that starts with '#' lines (W3C extended: IIS, CloudFront) is
+// known by those lines and the first two lines after them: its first lines
+// are the same in every file of a server. It has no identity until it has a
+// line after them. Files that start otherwise keep the identity they always
+// had.
 type Identity struct {
 	ID uint64 // the id the file is read under; Both, or First for a one-line file
 	// First hashes the site and the first line; Both the site and the first
@@ -93,40 +99,84 @@ func Fingerprint(f *os.File, site string) (Identity, error) {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		id.Dev, id.Inode = uint64(sys.Dev), sys.Ino
 	}
-	head := make([]byte, 2*fingerprintMax)
-	n, err := f.ReadAt(head, 0)
-	if err != nil && err != io.EOF {
-		return id, fmt.Errorf("fingerprint %s: %w", f.Name(), err)
+	head, err := readHead(f, st.Size(), 2*fingerprintMax, &id.Gzip)
+	if err != nil {
+		return id, err
 	}
-	head = head[:n]
-	if isGzip(head) {
-		id.Gzip = true
-		zr, err := gzip.NewReader(io.NewSectionReader(f, 0, st.Size()))
-		if err != nil {
-			return id, fmt.Errorf("fingerprint %s: gzip: %w", f.Name(), err)
+	skip := 0
+	if len(head) > 0 && head[0] == '#' {
+		// Directive lines first (W3C extended: IIS, CloudFront): the
+		// same in every file of a server, so the lines that tell one
+		// file from another are the requests after them.
+		if head, err = readHead(f, st.Size(), directivesMax+2*fingerprintMax, &id.Gzip); err != nil {
+			return id, err
 		}
-		head = make([]byte, 2*fingerprintMax)
-		n, err := io.ReadFull(zr, head)
-		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-			return id, fmt.Errorf("fingerprint %s: gunzip: %w", f.Name(), err)
+		var ok bool
+		if skip, ok = directiveBlock(head); !ok {
+			return id, ErrNotReady
 		}
-		head = head[:n]
 	}
-	first, ok := lineOf(head, 0)
+	first, ok := lineOf(head, skip)
 	if !ok {
 		return id, ErrNotReady
 	}
 	id.First = hashHead(site, 0, head[:first])
 	if second, ok := lineOf(head, first); ok {
 		id.Both, id.HasBoth = hashHead(site, 1, head[:second]), true
-	} else if len(head) == 2*fingerprintMax {
-		id.Both, id.HasBoth = hashHead(site, 1, head), true
+	} else if len(head) >= skip+2*fingerprintMax {
+		id.Both, id.HasBoth = hashHead(site, 1, head[:skip+2*fingerprintMax]), true
 	}
 	id.ID = id.First
 	if id.HasBoth {
 		id.ID = id.Both
 	}
 	return id, nil
+}
+
+// directivesMax bounds the block of leading '#' lines an identity looks
+// past: a longer one (no W3C header is near it) is taken as lines like any
+// other.
+const directivesMax = 32 << 10
+
+// readHead reads up to n bytes from the start of f's content, gunzipped
+// when f is a gzip stream (gz says so).
+func readHead(f *os.File, size int64, n int, gz *bool) ([]byte, error) {
+	head := make([]byte, n)
+	got, err := f.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("fingerprint %s: %w", f.Name(), err)
+	}
+	head = head[:got]
+	if !isGzip(head) {
+		return head, nil
+	}
+	*gz = true
+	zr, err := gzip.NewReader(io.NewSectionReader(f, 0, size))
+	if err != nil {
+		return nil, fmt.Errorf("fingerprint %s: gzip: %w", f.Name(), err)
+	}
+	head = make([]byte, n)
+	got, err = io.ReadFull(zr, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, fmt.Errorf("fingerprint %s: gunzip: %w", f.Name(), err)
+	}
+	return head[:got], nil
+}
+
+// directiveBlock returns the length of the '#' lines head starts with: 0
+// when they run past directivesMax (not a header: the file's identity is
+// its first lines, as any file's). ok is false while the block may still
+// grow: no line after it yet, so the file has no identity so far (a W3C
+// log is written with its first request).
+func directiveBlock(head []byte) (n int, ok bool) {
+	for n < len(head) && head[n] == '#' {
+		i := bytes.IndexByte(head[n:], '\n')
+		if i < 0 || n+i+1 > directivesMax {
+			return 0, i >= 0 || len(head) > directivesMax
+		}
+		n += i + 1
+	}
+	return n, n < len(head)
 }
 
 // lineOf returns where the line starting at from ends (after its newline),

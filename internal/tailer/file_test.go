@@ -151,3 +151,64 @@ func TestAlignToLineEnd(t *testing.T) {
 		}
 	}
 }
+
+// W3C extended logs (IIS, CloudFront) start with directive lines that are
+// the same in every file of a server: a file is known by its first requests
+// after them (found by the adversary of issue 17: the second of two daily
+// IIS files was taken for the first and never shipped). No request yet, no
+// identity; a '#' block past directivesMax is lines like any other.
+func TestFingerprintDirectives(t *testing.T) {
+	const iis = "#Software: Microsoft Internet Information Services 10.0\n#Version: 1.0\n"
+	const fields = "#Fields: date time c-ip cs-method cs-uri-stem sc-status\n"
+	req := func(i int) string { return "2026-11-24 10:00:0" + string(rune('0'+i)) + " 192.0.2.1 GET /a 200\n" }
+	plainID := func(t *testing.T, content string) (Identity, error) {
+		return Fingerprint(write(t, filepath.Join(t.TempDir(), "u_ex.log"), []byte(content)), "www")
+	}
+	day1, err := plainID(t, iis+"#Date: 2026-11-24 00:00:00\n"+fields+req(1)+req(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	longBlock := "#" + string(bytes.Repeat([]byte("x"), directivesMax)) + "\n"
+	cases := []struct {
+		name    string
+		content string
+		gzip    bool
+		want    func(id Identity) bool // nil: ErrNotReady
+	}{
+		{"another day", iis + "#Date: 2026-11-25 00:00:00\n" + fields + req(3) + req(4), false,
+			func(id Identity) bool { return id.HasBoth && id.ID != day1.ID && id.First != day1.First }},
+		{"same header, other requests", iis + "#Date: 2026-11-24 00:00:00\n" + fields + req(1) + req(5), false,
+			func(id Identity) bool { return id.HasBoth && id.ID != day1.ID && id.First == day1.First }},
+		{"the same file gzipped", iis + "#Date: 2026-11-24 00:00:00\n" + fields + req(1) + req(2), true,
+			func(id Identity) bool { return id.Gzip && id.ID == day1.ID }},
+		{"grown", iis + "#Date: 2026-11-24 00:00:00\n" + fields + req(1) + req(2) + req(3), false,
+			func(id Identity) bool { return id.ID == day1.ID }},
+		{"one request", iis + "#Date: 2026-11-24 00:00:00\n" + fields + req(1), false,
+			func(id Identity) bool { return !id.HasBoth && id.ID == day1.First }},
+		{"header only", iis + "#Date: 2026-11-24 00:00:00\n" + fields, false, nil},
+		{"header and a partial request", iis + fields + "2026-11-24", false, nil},
+		{"a partial header line", "#Software: Microsoft", false, nil},
+		{"a '#' block past the bound: its first two lines", longBlock + "#second\n" + req(1), false,
+			func(id Identity) bool {
+				return id.HasBoth && id.Both == hashHead("www", 1, []byte(longBlock[:fingerprintMax]+longBlock[fingerprintMax:2*fingerprintMax]))
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			data := []byte(tc.content)
+			if tc.gzip {
+				data = gz(data)
+			}
+			id, err := Fingerprint(write(t, filepath.Join(t.TempDir(), "log"), data), "www")
+			if tc.want == nil {
+				if !errors.Is(err, ErrNotReady) {
+					t.Fatalf("err = %v (%+v), want ErrNotReady", err, id)
+				}
+				return
+			}
+			if err != nil || !tc.want(id) {
+				t.Fatalf("%+v %v; the first file: %+v", id, err, day1)
+			}
+		})
+	}
+}
