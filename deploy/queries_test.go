@@ -1099,8 +1099,8 @@ func (e *engine) checkDedup(user string, on bool, why ...string) {
 		return
 	}
 	lines := strings.Split(out, "\n")
-	if lines[0] != "off" || len(lines) != 7 {
-		e.t.Errorf("as %s: dedup %q; want off for the 6 tables an insert writes", orAdmin(user), out)
+	if lines[0] != "off" || len(lines) != 8 {
+		e.t.Errorf("as %s: dedup %q; want off for the 7 tables an insert writes", orAdmin(user), out)
 	}
 	for _, l := range lines[1:] {
 		for _, w := range why {
