@@ -47,7 +47,8 @@ func Explain(r config.Rule) string {
 	}
 	hits := "hits"
 	if r.Count == config.CountVisitors {
-		hits = "visitors (distinct client address and user agent)"
+		hits = "visitors"
+		cond = append([]string{"distinct client address and user agent"}, cond...)
 	}
 	if len(cond) > 0 {
 		hits += " (" + strings.Join(cond, ", ") + ")"
