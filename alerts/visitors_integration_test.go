@@ -441,7 +441,7 @@ func testAnonymizedClientsCountedExactly(t *testing.T, d *testenv.Database) {
 	}
 	for q, want := range map[string]uint64{
 		"SELECT uniqExactMerge(visitors) FROM " + e.db + ".hits_visitors_1m WHERE site = 'shop' AND path = '/p'": uint64(len(clients)),
-		"SELECT uniqExact(client, user_agent) FROM " + e.db + ".hits":                                             4,
+		"SELECT uniqExact(client, user_agent) FROM " + e.db + ".hits":                                            4,
 	} {
 		if n, err := testenv.Count(context.Background(), e.store, q); err != nil || n != want {
 			t.Errorf("%s = %d (%v), want %d", q, n, err, want)
