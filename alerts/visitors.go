@@ -1,6 +1,8 @@
 package alerts
 
 import (
+	"strings"
+
 	"github.com/hitcount/hitcount/config"
 )
 
@@ -14,11 +16,15 @@ import (
 // own bot pattern needs the user agents counts from hits with the raw
 // aggregate instead.
 //
+// Spike and drop rules compare a window's visitors with the median of the
+// same window's visitors in earlier periods (WindowSetCounts).
+//
 // Thresholds and windowed milestones count visitors as they count hits:
 // the touched pages of hits_touched say which pages to count, the count
 // itself comes from the visitors rollup. Below rules count a complete
 // window's visitors. Not supported, refused by config: no_traffic (a
-// silence has no visitors) and a lifetime window (distinct visitors do not
+// silence has no visitors), report rules (a report's totals and changes
+// are of hits) and a lifetime window (distinct visitors do not
 // add up across days: a lifetime count would merge a page's whole history
 // at every sweep).
 
@@ -92,9 +98,16 @@ func visitorTemplates(kind string) (subject, text, html string) {
 		return belowVisitorsSubject, belowVisitorsText, belowVisitorsHTML
 	case config.KindThreshold, config.KindMilestones, "":
 		return visitorsSubject, visitorsText, visitorsHTML
+	case config.KindSpike, config.KindDrop:
+		s, t, h := changeTemplates(kind)
+		return visitorWording.Replace(s), visitorWording.Replace(t), visitorWording.Replace(h)
 	}
 	return defaultTemplates(kind)
 }
+
+// visitorWording turns the hits wording of a kind's built-in templates
+// (spike and drop) into visitors'.
+var visitorWording = strings.NewReplacer(" hits", " visitors", "Hits per", "Visitors per", ">hits<", ">visitors<")
 
 // unit is the word for what the rule named counts: hits when it is gone
 // from the configuration.

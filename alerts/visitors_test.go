@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hitcount/hitcount/config"
@@ -15,6 +16,7 @@ rules:
   - {name: b, match: {site: shop, path: /checkout}, count: visitors, below: 20, window: 1h, no_data_after: 0, to: [a@b.c]}
   - {name: c, match: {path: "/blog/*", exclude_bots: true}, count: visitors, milestones: [100, 1000], window: 1d, to: [a@b.c]}
   - {name: d, match: {path: /pricing}, threshold: 1000, window: 1h, to: [a@b.c]}
+  - {name: e, match: {site: shop}, count: visitors, spike: {factor: 3, min: 100}, window: 1h, to: [a@b.c]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -27,17 +29,31 @@ rules:
 		{"fires when /checkout on shop has fewer than 20 visitors (distinct client address and user agent) in a complete 1h window, UTC", visitorsMetric},
 		{"fires when a page matching /blog/* passes each of 100, 1000 visitors (distinct client address and user agent, bots excluded) in a 1d window, UTC", visitorsMetric},
 		{"fires when /pricing reaches 1000 hits in a 1h window, UTC", hitsMetric},
+		{"", visitorsMetric},
 	}
 	rules, err := CompileRules(cfg.Rules)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range cfg.Rules {
-		if got := Explain(r); got != cases[i].explain {
+		if got := Explain(r); cases[i].explain != "" && got != cases[i].explain || !strings.Contains(got, "visitors") != (cases[i].metric == hitsMetric) {
 			t.Errorf("rule %s:\n got %s\nwant %s", r.Name, got, cases[i].explain)
 		}
 		if got := rules[i].metric(); got != cases[i].metric {
 			t.Errorf("rule %s counts %+v, want %+v", r.Name, got, cases[i].metric)
+		}
+	}
+}
+
+// A spike or drop rule counting visitors says visitors in its built-in
+// templates, where the hits one says hits.
+func TestVisitorTemplatesOfChangeRules(t *testing.T) {
+	for _, kind := range []string{config.KindSpike, config.KindDrop} {
+		subject, text, html := visitorTemplates(kind)
+		for _, s := range []string{subject, text, html} {
+			if strings.Contains(s, " hits") || !strings.Contains(s, "visitors") {
+				t.Errorf("%s: %s", kind, s)
+			}
 		}
 	}
 }

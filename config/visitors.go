@@ -21,6 +21,8 @@ func (d *doc) validateCount(r *Rule, field string) {
 	switch {
 	case r.Kind == KindNoTraffic:
 		d.addf(field+".count", "a no_traffic rule fires on a silence, which has no visitors to count (leave count out)")
+	case r.Kind == KindReport:
+		d.addf(field+".count", "a report counts hits: its totals, top pages and changes add pages and days up, which distinct visitors do not (leave count out)")
 	case r.Window == "lifetime":
 		// Distinct visitors do not add up across days: a lifetime count
 		// would merge the page's whole history at every sweep.
