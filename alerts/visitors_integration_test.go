@@ -448,3 +448,70 @@ func testAnonymizedClientsCountedExactly(t *testing.T, d *testenv.Database) {
 		}
 	}
 }
+
+const visitorsSpikeYAML = `
+sources: [{path: /x, site: shop}]
+rules:
+  - name: launch-visitors-spike
+    match: {site: shop, path: /launch}
+    count: visitors
+    spike: {factor: 3, min: 30}
+    window: 1h
+    no_data_after: 0
+    to: [growth@example.com]
+  - name: launch-hits-spike
+    match: {site: shop, path: /launch}
+    spike: {factor: 3, min: 100}
+    window: 1h
+    no_data_after: 0
+    to: [ops@example.com]
+  - name: launch-visitors-drop
+    match: {site: shop, path: /launch}
+    count: visitors
+    drop: {factor: 4, min_baseline: 8}
+    window: 1h
+    no_data_after: 0
+    to: [growth@example.com]
+`
+
+// Spike and drop rules counting visitors compare a window's distinct
+// visitors with the median of the same hour's visitors on the previous 7
+// days: 40 visitors making 80 hits against 10 making 100 is a spike of
+// visitors, not of hits; 2 visitors making 100 hits is a drop of visitors.
+// Each fires once.
+func TestVisitorsSpikeAndDrop(t *testing.T) {
+	testenv.EachBackend(t, testVisitorsSpikeAndDrop)
+}
+
+func testVisitorsSpikeAndDrop(t *testing.T, d *testenv.Database) {
+	base := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	ce := newClockEnv(t, d, visitorsSpikeYAML, base, alerts.Options{})
+	for at := base.Add(-8 * day); at.Before(base.Add(6 * time.Hour)); at = at.Add(time.Hour) {
+		switch at {
+		case base.Add(3 * time.Hour):
+			ce.visits("shop", "/launch", at.Add(10*time.Minute), 2, people("s", 40)...)
+		case base.Add(4 * time.Hour):
+			ce.visits("shop", "/launch", at.Add(10*time.Minute), 50, people("d", 2)...)
+		default:
+			ce.visits("shop", "/launch", at.Add(10*time.Minute), 10, people("b", 10)...)
+		}
+	}
+	ce.now = base.Add(6*time.Hour + 11*time.Minute)
+	ce.record("shop", "c1", 1, "/var/log/nginx/access.log", ce.now.Add(-time.Minute))
+	ce.sweep()
+	ce.sweep()
+	want := []string{
+		"drop launch-visitors-drop shop/launch 11-20 04:00 sent",
+		"spike launch-visitors-spike shop/launch 11-20 03:00 sent",
+	}
+	if got := ce.crossings(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("crossings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if mails := ce.mails(); len(mails) != len(want) {
+		t.Fatalf("emails %v, want %d", mails, len(want))
+	}
+	body := ce.body("spike on shop/launch: 40 visitors in 1h, baseline 10")
+	if !strings.Contains(body, "at least 3x its baseline of 10 visitors") {
+		t.Errorf("the email:\n%s", body)
+	}
+}
