@@ -21,7 +21,7 @@ import (
 // local claims on one state directory. A threshold on visitors crosses in
 // three hours of each of ten pages (6 visitors, 5 needed); a below rule on
 // visitors fires for each complete hour of the last day of ten other pages
-// (one visitor making 5 hits an hour, 2 needed). Every crossing recorded
+// (one visitor making 5 hits an hour for three days, 2 needed). Every crossing recorded
 // is sent and arrives exactly once; later ticks send nothing more.
 func TestVisitorsRacingReplicas(t *testing.T) {
 	for _, claims := range []string{"keeper", "local"} {
@@ -40,7 +40,7 @@ func testVisitorsRacingReplicas(t *testing.T, claims string) {
 	}
 	const pages = 10
 	hour := now.Truncate(time.Hour)
-	b := sink.NewBatch(pages * (3*6*2 + 30*5))
+	b := sink.NewBatch(pages * (3*6*2 + 72*5))
 	b.Reset(raceSite, 4343)
 	var off int64
 	add := func(path string, at time.Time, client string, n int) {
@@ -56,14 +56,16 @@ func testVisitorsRacingReplicas(t *testing.T, claims string) {
 				add(fmt.Sprintf("/v/%02d", i), hour.Add(-time.Duration(k)*time.Hour+time.Duration(v)*time.Minute), fmt.Sprintf("198.51.100.%d", v+1), 2)
 			}
 		}
-		for k := 1; k <= 30; k++ {
+		// Three days: not a page born within the lookback, whose first
+		// window (partial) is not judged.
+		for k := 1; k <= 72; k++ {
 			add(fmt.Sprintf("/b/%02d", i), hour.Add(-time.Duration(k)*time.Hour+7*time.Minute), "203.0.113.1", 5)
 		}
 	}
 	if err := h.store.Insert(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	rows := [][]any{{uint64(1), raceSite, "c1", "web-1", "/var/log/nginx/access.log", now.Add(-40 * time.Hour), now, uint8(0), now}}
+	rows := [][]any{{uint64(1), raceSite, "c1", "web-1", "/var/log/nginx/access.log", now.Add(-80 * time.Hour), now, uint8(0), now}}
 	if err := h.store.InsertRows(ctx, h.db+".source_owners", sink.OwnersColumns, rows); err != nil {
 		t.Fatal(err)
 	}
