@@ -82,6 +82,7 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 		return out, nil
 	}
 	f, fargs := filters(r)
+	m := r.metric()
 	idx := windowIndex(starts)
 	run := func(q string, args []any) error {
 		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
@@ -102,16 +103,16 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 		})
 	}
 	if whole {
-		q := "SELECT '' AS p, " + idx + " AS w, sum(hits), min(minute) FROM " + s.dbName +
-			".hits_1m WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, w"
+		q := "SELECT '' AS p, " + idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
+			"." + m.rollup + " WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, w"
 		if err := run(q, []any{site, starts[0].Unix(), end.Unix()}); err != nil {
 			return nil, fmt.Errorf("count the windows of %s for rule %s: %w", site, r.Name, err)
 		}
 		return out, nil
 	}
 	for _, part := range chunks(paths, maxBound) {
-		q := "SELECT path, " + idx + " AS w, sum(hits), min(minute) FROM " + s.dbName +
-			".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, w"
+		q := "SELECT path, " + idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
+			"." + m.rollup + " WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, w"
 		if err := run(q, []any{site, inSet(part), starts[0].Unix(), end.Unix()}); err != nil {
 			return nil, fmt.Errorf("count the windows of %d pages for rule %s: %w", len(part), r.Name, err)
 		}

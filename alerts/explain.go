@@ -46,6 +46,10 @@ func Explain(r config.Rule) string {
 		}
 	}
 	hits := "hits"
+	if r.Count == config.CountVisitors {
+		hits = "visitors"
+		cond = append([]string{"distinct client address and user agent"}, cond...)
+	}
 	if len(cond) > 0 {
 		hits += " (" + strings.Join(cond, ", ") + ")"
 	}
@@ -99,8 +103,8 @@ func (s *Sweeper) Describe(row Row) string {
 		if r != nil {
 			end = r.Window.End(row.WindowStart.In(loc))
 		}
-		return fmt.Sprintf("would fire: rule %s: %s had %d hits in the complete window %s to %s, below %d%s",
-			row.Rule, page, row.Count, stamp(row.WindowStart, loc), stamp(end, loc), row.Threshold, held)
+		return fmt.Sprintf("would fire: rule %s: %s had %d %s in the complete window %s to %s, below %d%s",
+			row.Rule, page, row.Count, s.unit(row.Rule), stamp(row.WindowStart, loc), stamp(end, loc), row.Threshold, held)
 	case config.KindNoTraffic:
 		return fmt.Sprintf("would fire: rule %s: %s has had no hit since %s (%s or more, on complete logs)%s",
 			row.Rule, page, stamp(row.WindowStart, loc), durationText(time.Duration(row.Threshold)*time.Second), held)
@@ -111,6 +115,10 @@ func (s *Sweeper) Describe(row Row) string {
 	case KindNoData:
 		return fmt.Sprintf("would notify: rule %s: no data from site %s since %s: %s", row.Rule, textSafe(row.Site), stamp(row.WindowStart, loc), textSafe(row.Note))
 	}
-	return fmt.Sprintf("would record: rule %s page %s threshold %d window %s count %d",
-		row.Rule, page, row.Threshold, row.WindowStart.Format(time.RFC3339), row.Count)
+	unit := ""
+	if u := s.unit(row.Rule); u != hitsMetric.unit {
+		unit = " " + u
+	}
+	return fmt.Sprintf("would record: rule %s page %s threshold %d window %s count %d%s",
+		row.Rule, page, row.Threshold, row.WindowStart.Format(time.RFC3339), row.Count, unit)
 }

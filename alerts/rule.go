@@ -48,6 +48,9 @@ type Rule struct {
 	Factor, Min, MinBaseline int64
 	Periods, MinPeriods      int
 	Every                    time.Duration
+	// Count is what the rule counts: config.CountHits or CountVisitors
+	// (read through metric, visitors.go).
+	Count string
 	// Path is the path as configured: "" (below and no_traffic rules) is
 	// the site's total.
 	Path string
@@ -178,8 +181,11 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 			ExcludeBots: cr.Match.ExcludeBots.Exclude(), BotPattern: cr.Match.ExcludeBots.Pattern(), To: cr.To,
 			Window: Window{Size: cr.WindowDur, Loc: cr.Location}, WindowName: cr.Window,
 			Below: cr.Below, NoTraffic: cr.NoTraffic.Duration, ActiveWithin: cr.ActiveWithin.Duration,
-			NoDataAfter: cr.NoDataAfter.Duration, Path: cr.Match.Path,
+			NoDataAfter: cr.NoDataAfter.Duration, Path: cr.Match.Path, Count: cr.Count,
 			Report: cr.Report, Top: cr.Top, WeekStart: cr.WeekDay,
+		}
+		if r.Count == "" {
+			r.Count = config.CountHits // a Rule made by hand, not validated
 		}
 		if r.Kind == "" {
 			r.Kind = config.KindThreshold // a Rule made by hand, not validated
@@ -225,6 +231,9 @@ func CompileRules(rules []config.Rule) ([]*Rule, error) {
 		}
 		var err error
 		subject, text, html := defaultTemplates(r.Kind)
+		if r.Count == config.CountVisitors {
+			subject, text, html = visitorTemplates(r.Kind)
+		}
 		// Page text comes from logs: every value printed into the subject
 		// or the plain-text body is escaped (parseText); the HTML part is
 		// escaped by html/template.

@@ -407,21 +407,25 @@ func (s *Sweeper) describeChange(row Row, r *Rule) string {
 	if n.Held != "" {
 		held = " (" + textSafe(n.Held) + ")"
 	}
-	return fmt.Sprintf("would fire: rule %s: %s had %d hits in the complete window %s to %s, %s its baseline %s (%s: %s)%s",
-		row.Rule, textSafe(row.Site+row.Path), row.Count, stamp(row.WindowStart, loc), stamp(end, loc), cmp, formatCount(n.Baseline), what, strings.Join(counts, ", "), held)
+	unit := hitsMetric.unit
+	if r != nil {
+		unit = r.metric().unit
+	}
+	return fmt.Sprintf("would fire: rule %s: %s had %d %s in the complete window %s to %s, %s its baseline %s (%s: %s)%s",
+		row.Rule, textSafe(row.Site+row.Path), row.Count, unit, stamp(row.WindowStart, loc), stamp(end, loc), cmp, formatCount(n.Baseline), what, strings.Join(counts, ", "), held)
 }
 
 // changeLine is a digest's line for a spike or drop crossing.
 func changeLine(row Row, r *Rule, loc *time.Location) string {
 	n, _ := decodeChangeNote(row.Note)
-	name := ""
+	name, unit := "", hitsMetric.unit
 	if r != nil {
-		name = " " + r.WindowName
+		name, unit = " "+r.WindowName, r.metric().unit
 	}
 	if row.Kind == config.KindDrop {
-		return fmt.Sprintf("%s: %d hits in the%s window from %s, at most 1/%d of its baseline %s (drop)", row.Site+row.Path, row.Count, name, stamp(row.WindowStart, loc), row.Threshold, formatCount(n.Baseline))
+		return fmt.Sprintf("%s: %d %s in the%s window from %s, at most 1/%d of its baseline %s (drop)", row.Site+row.Path, row.Count, unit, name, stamp(row.WindowStart, loc), row.Threshold, formatCount(n.Baseline))
 	}
-	return fmt.Sprintf("%s: %d hits in the%s window from %s, at least %dx its baseline %s (spike)", row.Site+row.Path, row.Count, name, stamp(row.WindowStart, loc), row.Threshold, formatCount(n.Baseline))
+	return fmt.Sprintf("%s: %d %s in the%s window from %s, at least %dx its baseline %s (spike)", row.Site+row.Path, row.Count, unit, name, stamp(row.WindowStart, loc), row.Threshold, formatCount(n.Baseline))
 }
 
 // WindowSetCounts returns, for each path (or, whole, the site's total under
@@ -451,6 +455,7 @@ func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths
 	flush()
 	where := " AND (" + strings.Join(ranges, " OR ") + ")"
 	f, fargs := filters(r)
+	m := r.metric()
 	idx := windowIndex(starts)
 	run := func(q string, args []any) error {
 		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
@@ -470,14 +475,14 @@ func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths
 		})
 	}
 	if whole {
-		q := "SELECT '' AS p, " + idx + " AS w, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ?" + where + f + " GROUP BY p, w"
+		q := "SELECT '' AS p, " + idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ?" + where + f + " GROUP BY p, w"
 		if err := run(q, []any{site}); err != nil {
 			return nil, fmt.Errorf("count the windows and baselines of %s for rule %s: %w", site, r.Name, err)
 		}
 		return out, nil
 	}
 	for _, part := range chunks(paths, maxBound) {
-		q := "SELECT path, " + idx + " AS w, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ? AND path IN ?" + where + f + " GROUP BY path, w"
+		q := "SELECT path, " + idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ? AND path IN ?" + where + f + " GROUP BY path, w"
 		if err := run(q, []any{site, inSet(part)}); err != nil {
 			return nil, fmt.Errorf("count the windows and baselines of %d pages for rule %s: %w", len(part), r.Name, err)
 		}

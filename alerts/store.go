@@ -250,6 +250,7 @@ func (s *Store) counts(ctx context.Context, r *Rule, site string, paths []string
 		return nil
 	}
 	f, fargs := filters(r)
+	m := r.metric()
 	var q string
 	// IN with a tuple, not has(array, path): IN uses the primary key, so the
 	// cost follows the touched pages, not everything stored for the site.
@@ -261,10 +262,10 @@ func (s *Store) counts(ctx context.Context, r *Rule, site string, paths []string
 		// key (site, path, ts). Windows are whole minutes, so the same rows
 		// as hits_1m's minutes in [from, to). (Config refuses it on a
 		// lifetime rule, which would read a page's whole history.)
-		q = "SELECT path, count() FROM " + s.dbName + ".hits WHERE site = ? AND path IN ? AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY path"
+		q = "SELECT path, " + m.raw + " FROM " + s.dbName + ".hits WHERE site = ? AND path IN ? AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY path"
 		args = append(args, from.Unix(), to.Unix())
 	case r.Window.Size > 0:
-		q = "SELECT path, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
+		q = "SELECT path, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path"
 		args = append(args, from.Unix(), to.Unix())
 	default:
 		q = "SELECT path, sum(hits) FROM " + s.dbName + ".hits_1d WHERE site = ? AND path IN ?" + f + " GROUP BY path"
@@ -304,10 +305,11 @@ func (s *Store) series(ctx context.Context, r *Rule, site, path string, whole bo
 	if whole {
 		page, args = "", []any{from.Unix(), stepS, stepS, from.Unix(), site, from.Unix(), to.Unix()}
 	}
-	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, sum(hits) FROM " + s.dbName + ".hits_1m WHERE site = ?" + page + " AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
+	m := r.metric()
+	q := "SELECT toDateTime(intDiv(toUInt32(minute) - ?, ?) * ? + ?) AS t, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ?" + page + " AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
 	if r.BotPattern != "" {
 		// From hits, as counts reads it for such a rule.
-		q = "SELECT toDateTime(intDiv(toUInt32(ts) - ?, ?) * ? + ?) AS t, count() FROM " + s.dbName + ".hits WHERE site = ?" + page + " AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
+		q = "SELECT toDateTime(intDiv(toUInt32(ts) - ?, ?) * ? + ?) AS t, " + m.raw + " FROM " + s.dbName + ".hits WHERE site = ?" + page + " AND ts >= toDateTime(?) AND ts < toDateTime(?)" + f + " GROUP BY t ORDER BY t"
 	}
 	args = append(args, fargs...)
 	var out []Point

@@ -809,6 +809,9 @@ type view struct {
 	Known                    int
 	// Report is a report's content (report.go); nil for other kinds.
 	Report *Report
+	// Unit is what the rule counts: hits or visitors (Count, Threshold
+	// and the series are in it).
+	Unit string
 }
 
 func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
@@ -820,7 +823,7 @@ func (s *Sweeper) message(ctx context.Context, live []held) (*Message, error) {
 	if row.Kind == KindReport {
 		return s.reportMessage(ctx, row, r)
 	}
-	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold, Kind: row.Kind, Note: row.Note}
+	v := view{Rule: row.Rule, Site: row.Site, Path: row.Path, Count: row.Count, Threshold: row.Threshold, Kind: row.Kind, Note: row.Note, Unit: r.metric().unit}
 	if v.Kind == "" {
 		v.Kind = r.Kind
 	}
@@ -909,7 +912,7 @@ func (s *Sweeper) digest(live []held) (*Message, error) {
 	var text, html bytes.Buffer
 	var pages []string
 	subject := fmt.Sprintf("[hitcount] %d pages passed their thresholds: ", len(rows))
-	if thresholdsOnly(rows) {
+	if thresholdsOnly(rows) && s.hitsOnly(rows) {
 		fmt.Fprintf(&text, "%d pages passed their thresholds:\n\n", len(rows))
 		for _, r := range rows {
 			fmt.Fprintf(&text, "  %s%s  %d hits (threshold %d, rule %s, window from %s)\n", textSafe(r.Site), textSafe(r.Path), r.Count, r.Threshold, textSafe(r.Rule), r.WindowStart.Format(time.RFC3339))
@@ -974,7 +977,7 @@ func (s *Sweeper) digestLine(row Row) digestLine {
 		if r != nil {
 			name = " " + r.WindowName
 		}
-		l.Text = fmt.Sprintf("%s: %d hits in the%s window from %s, below %d", page, row.Count, name, stamp(row.WindowStart, loc), row.Threshold)
+		l.Text = fmt.Sprintf("%s: %d %s in the%s window from %s, below %d", page, row.Count, s.unit(row.Rule), name, stamp(row.WindowStart, loc), row.Threshold)
 	case config.KindSpike, config.KindDrop:
 		l.Text = changeLine(row, r, loc)
 	case config.KindNoTraffic:
@@ -982,7 +985,7 @@ func (s *Sweeper) digestLine(row Row) digestLine {
 	case KindNoData:
 		l.Text = fmt.Sprintf("site %s: no data since %s. %s", row.Site, stamp(row.WindowStart, loc), row.Note)
 	default:
-		l.Text = fmt.Sprintf("%s: %d hits, passing %d (window from %s)", page, row.Count, row.Threshold, stamp(row.WindowStart, loc))
+		l.Text = fmt.Sprintf("%s: %d %s, passing %d (window from %s)", page, row.Count, s.unit(row.Rule), row.Threshold, stamp(row.WindowStart, loc))
 	}
 	return l
 }

@@ -144,7 +144,7 @@ func (r *Rule) samples() []sample {
 	if len(r.Thresholds) > 0 {
 		threshold = r.Thresholds[len(r.Thresholds)-1]
 	}
-	base := view{Rule: r.Name, Site: r.Site, Count: threshold + 7, Threshold: threshold, Kind: r.Kind}
+	base := view{Rule: r.Name, Site: r.Site, Count: threshold + 7, Threshold: threshold, Kind: r.Kind, Unit: r.metric().unit}
 	if base.Site == "" {
 		base.Site = "www.example.com"
 	}

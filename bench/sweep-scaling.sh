@@ -3,7 +3,8 @@
 # run against a real ClickHouse server (target: ratio <= 2); then the same for
 # below and no_traffic rules, which read a day of windows, for spike and drop
 # rules, which read a day of windows and 7 days of baselines, and for a sweep
-# that builds and sends a weekly and a monthly report from the rollups (issue 19).
+# that builds and sends a weekly and a monthly report from the rollups, and for
+# rules with count: visitors, which merge uniqExact states (issue 19).
 # Usage: bench/sweep-scaling.sh [STORED_HITS]   (default 1,000,000; 10x is added)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

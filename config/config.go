@@ -34,6 +34,9 @@ type Config struct {
 	// Outbox is where .eml files go without an SMTP section [./outbox].
 	Outbox string `yaml:"outbox"`
 	Rules  []Rule `yaml:"rules"`
+	// Visitors keys the visitor hash (rules with count: visitors);
+	// required when a source anonymizes its clients.
+	Visitors Visitors `yaml:"visitors"`
 
 	// File is the path the config was read from; relative paths in it are
 	// resolved against its directory (see Resolve).
@@ -120,6 +123,10 @@ type Source struct {
 	StartAt string `yaml:"start_at"`
 	// MaxLine: longer lines are rejected [1MiB].
 	MaxLine Size `yaml:"max_line"`
+	// AnonymizeClients stores client addresses truncated (IPv4 /24, IPv6
+	// /48; anything else empty) while visitors are still counted from the
+	// whole address; needs visitors.key_env or key_file [false].
+	AnonymizeClients bool `yaml:"anonymize_clients"`
 
 	// Location is Timezone loaded.
 	Location *time.Location `yaml:"-"`
@@ -254,6 +261,9 @@ type Rule struct {
 	WeekStart string `yaml:"week_start"`
 	// To is one or more recipients; required.
 	To []string `yaml:"to"`
+	// Count is what the rule counts: hits, or visitors (distinct client
+	// address and user agent pairs in the window) [hits].
+	Count string `yaml:"count"`
 	// Subject and Text are text/template, HTML is html/template; optional
 	// (empty means the built-in template).
 	Subject string `yaml:"subject"`
@@ -269,6 +279,17 @@ type Rule struct {
 	Location *time.Location `yaml:"-"`
 	// WeekDay is WeekStart parsed.
 	WeekDay time.Weekday `yaml:"-"`
+}
+
+// Visitors is the secret key of the visitor hash: SipHash of each hit's
+// (client address, user agent), computed by the collector from the
+// address as logged. Every collector of a site must have the same key.
+type Visitors struct {
+	// KeyEnv names the environment variable holding the key.
+	KeyEnv string `yaml:"key_env"`
+	// KeyFile is a file holding the key (one trailing newline dropped);
+	// relative to the config file; not together with KeyEnv.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Match selects the hits a rule counts; all given conditions must hold.
@@ -432,5 +453,6 @@ func (d *doc) defaults(c *Config) {
 	str(&c.Outbox, "outbox", defaultOutbox)
 	for i := range c.Rules {
 		str(&c.Rules[i].Timezone, itemPath("rules", i)+".timezone", defaultTimezone)
+		str(&c.Rules[i].Count, itemPath("rules", i)+".count", CountHits)
 	}
 }

@@ -36,11 +36,16 @@ func (s Secret) IsZero() bool { return s.v == "" }
 // config file's directory). Errors name the variable or the file, never
 // the content.
 func readSecret(section, env, file, dir string) (Secret, error) {
+	return readSecretAs(section+".password_env", section+".password_file", env, file, dir)
+}
+
+// readSecretAs is readSecret for keys named envKey and fileKey.
+func readSecretAs(envKey, fileKey, env, file, dir string) (Secret, error) {
 	switch {
 	case env != "":
 		v, ok := os.LookupEnv(env)
 		if !ok {
-			return Secret{}, fmt.Errorf("%s.password_env: environment variable %s is not set", section, env)
+			return Secret{}, fmt.Errorf("%s: environment variable %s is not set", envKey, env)
 		}
 		return Secret{v}, nil
 	case file != "":
@@ -49,7 +54,7 @@ func readSecret(section, env, file, dir string) (Secret, error) {
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return Secret{}, fmt.Errorf("%s.password_file: %w", section, err)
+			return Secret{}, fmt.Errorf("%s: %w", fileKey, err)
 		}
 		v := string(b)
 		if t, ok := strings.CutSuffix(v, "\n"); ok {
@@ -76,4 +81,10 @@ func (s *SMTP) Password() (Secret, error) {
 // password_file now; it is empty when neither is set.
 func (k *Keeper) Password() (Secret, error) {
 	return readSecret("keeper", k.PasswordEnv, k.PasswordFile, k.dir)
+}
+
+// VisitorKey reads the visitor hash's key from visitors.key_env or
+// key_file now; it is empty when neither is set.
+func (c *Config) VisitorKey() (Secret, error) {
+	return readSecretAs("visitors.key_env", "visitors.key_file", c.Visitors.KeyEnv, c.Visitors.KeyFile, filepath.Dir(c.File))
 }

@@ -25,6 +25,7 @@ func (d *doc) validate(c *Config) {
 	}
 	d.nonEmpty(c.Embedded.Path, "embedded.path")
 	d.validateSources(c.Sources)
+	d.validateVisitors(c)
 
 	if c.Batch.Rows < 1 || c.Batch.Rows > 1_000_000 {
 		d.addf("batch.rows", "must be between 1 and 1000000, got %d", c.Batch.Rows)
@@ -440,6 +441,7 @@ func (d *doc) validateRule(r *Rule, field string, sites map[string]bool) {
 	d.validateCompleteness(r, field)
 	d.validateChange(r, field)
 	d.validateReport(r, field)
+	d.validateCount(r, field)
 
 	switch {
 	case r.Kind == KindReport:

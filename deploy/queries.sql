@@ -255,3 +255,26 @@ ANY LEFT JOIN
     GROUP BY hour_of_day
 ) AS base USING hour_of_day
 ORDER BY hour;
+
+-- name: visitors per page and hour, last 7 days
+-- A visitor is a distinct (client address, user agent) pair. hits_visitors_1m
+-- keeps an exact distinct-count state per page and minute; uniqExactMerge over
+-- any range of minutes is that range's exact count (never sum the minutes: a
+-- visitor of several minutes would count several times). count: visitors rules
+-- count their windows the same way. The states hold the collector's hash of the
+-- whole address (hits.visitor), so sources with anonymize_clients, whose
+-- hits.client is truncated, are counted exactly too.
+SELECT site, path, toStartOfHour(minute) AS hour, uniqExactMerge(visitors) AS page_visitors
+FROM hitcount.hits_visitors_1m
+WHERE minute >= now() - INTERVAL 7 DAY
+GROUP BY site, path, hour
+ORDER BY hour DESC, page_visitors DESC
+LIMIT 200;
+
+-- name: visitors per site and day, last 30 days
+-- One day's visitors of a whole site: a visitor of several pages counts once.
+SELECT site, toDate(minute) AS day, uniqExactMerge(visitors) AS site_visitors
+FROM hitcount.hits_visitors_1m
+WHERE minute >= now() - INTERVAL 30 DAY
+GROUP BY site, day
+ORDER BY day DESC, site;

@@ -314,6 +314,22 @@ func checkQueries(t *testing.T, run func(string) (result, error), f fixture, str
 		t.Errorf("slowest pages = %v, want /pricing first (the slowest page with >= 10 timed requests)", slow)
 	}
 
+	// One client address with two user agents on /pricing: 2 visitors; the
+	// whole site: those 2, plus curl on / (Mozilla/5.0 on /blog/a and / is
+	// a third user agent).
+	visitors := map[string]uint64{}
+	for _, r := range get("visitors per page and hour") {
+		visitors[fmt.Sprint(r["site"], " ", r["path"])] += toUint(r["page_visitors"])
+	}
+	if visitors[site+" /pricing"] != 2 || visitors[site+" /"] != 2 {
+		t.Errorf("visitors per page = %v, want 2 on /pricing and 2 on /", visitors)
+	}
+	for _, r := range get("visitors per site and day") {
+		if r["site"] == site && toUint(r["site_visitors"]) != 4 {
+			t.Errorf("visitors of %s in a day = %v, want 4", site, r)
+		}
+	}
+
 	cross := get("crossings history")
 	if len(cross) != 1 || cross[0]["key"] != f.crossing || cross[0]["current_state"] != alerts.StateSent {
 		t.Errorf("crossings history = %v, want crossing %s in state sent", cross, f.crossing)
@@ -1083,8 +1099,8 @@ func (e *engine) checkDedup(user string, on bool, why ...string) {
 		return
 	}
 	lines := strings.Split(out, "\n")
-	if lines[0] != "off" || len(lines) != 7 {
-		e.t.Errorf("as %s: dedup %q; want off for the 6 tables an insert writes", orAdmin(user), out)
+	if lines[0] != "off" || len(lines) != 8 {
+		e.t.Errorf("as %s: dedup %q; want off for the 7 tables an insert writes", orAdmin(user), out)
 	}
 	for _, l := range lines[1:] {
 		for _, w := range why {

@@ -39,6 +39,14 @@ type Batch struct {
 	remoteUser  strCol
 	requestTime []uint32
 	offset      []uint64
+	// visitor is the hash of each row's (client, user agent), from the
+	// client as logged (visitor.go).
+	visitor []uint64
+
+	// Clients says how the batch's client addresses are stored and
+	// hashed; Reset clears it, the shipper sets it for its source.
+	Clients Clients
+	scratch []byte // visitorHash's and AnonymizeClient's buffer
 
 	Rejects []Reject
 	// RejectedLines counts every rejected line of the batch; Rejects holds a
@@ -102,7 +110,7 @@ type Reject struct {
 func NewBatch(rows int) *Batch {
 	b := &Batch{
 		ts: make([]int64, 0, rows), status: make([]uint16, 0, rows), bytes: make([]uint64, 0, rows),
-		requestTime: make([]uint32, 0, rows), offset: make([]uint64, 0, rows),
+		requestTime: make([]uint32, 0, rows), offset: make([]uint64, 0, rows), visitor: make([]uint64, 0, rows),
 	}
 	for _, c := range b.strCols() {
 		c.ends = make([]uint32, 0, rows)
@@ -126,6 +134,8 @@ func (b *Batch) Reset(site string, source uint64) {
 	b.bytes = b.bytes[:0]
 	b.requestTime = b.requestTime[:0]
 	b.offset = b.offset[:0]
+	b.visitor = b.visitor[:0]
+	b.Clients = Clients{}
 	b.Rejects = b.Rejects[:0]
 	b.RejectedLines = 0
 	b.unsampled = b.unsampled[:0]
@@ -202,7 +212,14 @@ func (b *Batch) AddLine(h *parser.Hit, off, next int64, line []byte) {
 	b.bytes = append(b.bytes, uint64(max(h.Bytes, 0)))
 	b.referer.add(h.Referer)
 	b.userAgent.add(h.UserAgent)
-	b.client.add(h.RemoteAddr)
+	// The visitor from the address as logged, before it is truncated.
+	b.visitor = append(b.visitor, visitorHash(b.Clients.Key, h.RemoteAddr, h.UserAgent, &b.scratch))
+	if b.Clients.Anonymize {
+		b.scratch = AnonymizeClient(b.scratch[:0], h.RemoteAddr)
+		b.client.add(b.scratch)
+	} else {
+		b.client.add(h.RemoteAddr)
+	}
 	b.remoteUser.add(h.RemoteUser)
 	b.requestTime = append(b.requestTime, uint32(min(h.RequestTime.Microseconds(), 1<<32-1)))
 	b.offset = append(b.offset, uint64(off))

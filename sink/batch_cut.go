@@ -38,6 +38,7 @@ func (b *Batch) TruncateAt(cut int64) {
 	b.bytes = keepRows(b.bytes, keep)
 	b.requestTime = keepRows(b.requestTime, keep)
 	b.offset = keepRows(b.offset, keep)
+	b.visitor = keepRows(b.visitor, keep)
 	before := func(offs []int64) []int64 {
 		k := 0
 		for k < len(offs) && offs[k] < cut {

@@ -39,6 +39,7 @@ func (b *Batch) Drop(h Held) {
 	b.bytes = keepRows(b.bytes, keep)
 	b.requestTime = keepRows(b.requestTime, keep)
 	b.offset = keepRows(b.offset, keep)
+	b.visitor = keepRows(b.visitor, keep)
 	rejects := b.Rejects[:0]
 	for _, r := range b.Rejects {
 		if !h.Rejects[r.Offset] && !h.Hits[r.Offset] {

@@ -34,6 +34,9 @@ var addedColumns = []addedColumn{
 	// no_data) and what the sweeper noted when it found it (held back).
 	{"crossings", "kind", "String"},
 	{"crossings", "note", "String"},
+	// The visitor hash of each hit (visitor.go), which hits_visitors_1m
+	// counts.
+	{"hits", "visitor", visitorColumn},
 }
 
 // columnsOf lists db's columns as table.name.
@@ -122,6 +125,8 @@ func (s *Sink) logMissingColumns(missing map[string]string) {
 		effect := ""
 		if strings.HasPrefix(col, "source_owners") {
 			effect = "the collector does not report how far it has committed each file, so the sweeper holds below and no_traffic rules of its sites"
+		} else if strings.HasPrefix(col, "hits") {
+			effect = "hits are inserted without their visitor hash and the visitors rollup is not made: rules with count: visitors count nothing"
 		} else if strings.HasPrefix(col, "crossings") {
 			effect = "the sweeper cannot record crossings"
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/hitcount/hitcount/sink"
 )
 
-var insertTables = []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d"}
+var insertTables = []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d", "hits_visitors_1m"}
 
 // checkDedupTables checks that Migrate read every table a batch insert
 // writes (db.<name><suffix>), each on or off as want, its reason containing why.

@@ -10,7 +10,7 @@ import (
 // deduplication window: hits, rejects and every view's target.
 func TestDedupSchemaTables(t *testing.T) {
 	got := dedupSchemaTables()
-	want := []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d"}
+	want := []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d", "hits_visitors_1m"}
 	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
 		t.Errorf("got %v, want %v", got, want)
 	}

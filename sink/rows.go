@@ -73,11 +73,11 @@ func (s *Sink) insertRows(ctx context.Context, table, columns string, rows [][]a
 // or at the page's next hit.
 var (
 	stateTables = []string{"crossings", "sweeps"}
-	inputTables = []string{"hits_touched", "hits_1m", "hits_1d"}
+	inputTables = []string{"hits_touched", "hits_1m", "hits_1d", "hits_visitors_1m"}
 )
 
 // localRE finds the schema's tables in a query.
-var localRE = regexp.MustCompile(`\b(hits|rejects|sources|ingest_progress|hits_1m|hits_touched|hits_1d|crossings|sweeps)\b`)
+var localRE = regexp.MustCompile(`\b(hits|rejects|sources|ingest_progress|hits_1m|hits_touched|hits_1d|hits_visitors_1m|crossings|sweeps)\b`)
 
 // selectSynced is Select in cluster mode, on one connection: it waits for
 // this server's replica of each table the query reads, then runs the query

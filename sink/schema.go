@@ -92,7 +92,8 @@ func schema(db string, f features) []string {
 	remote_user String,
 	request_time_us UInt32,
 	source_id UInt64,
-	offset UInt64` + codec("Delta, LZ4") + `
+	offset UInt64` + codec("Delta, LZ4") + `,
+	visitor ` + visitorColumn + `
 ) ENGINE = MergeTree
 PARTITION BY toYYYYMM(ts)
 ORDER BY (site, path, ts)` + hitsSettings),
@@ -177,6 +178,31 @@ ORDER BY (ingested, site, path, minute)` + hitsSettings),
 		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_touched_mv TO {db}.hits_touched AS
 SELECT toStartOfMinute(now()) AS ingested, site, path, toStartOfMinute(ts) AS minute, count() AS hits
 FROM {db}.hits GROUP BY ingested, site, path, minute`),
+		// hits_visitors_1m: the distinct visitors (visitor.go) per page and
+		// minute, as an aggregate state that merges across minutes into a
+		// window of any size: uniqExactMerge(visitors) over the window's
+		// rows is the window's exact count. uniqExact, not uniqCombined:
+		// a state holds 8 bytes per distinct visitor of its minute and
+		// page, small at this grain, and a count compared with a
+		// threshold or a floor should not move by an estimate's error.
+		// Same key as hits_1m, so a rule's filters read it alike.
+		q(`CREATE TABLE IF NOT EXISTS {db}.hits_visitors_1m (
+	minute DateTime,
+	site ` + lc("String") + `,
+	host ` + lc("String") + `,
+	path String,
+	method ` + lc("String") + `,
+	status UInt16,
+	bot UInt8,
+	visitors AggregateFunction(uniqExact, UInt64)
+) ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMM(minute)
+ORDER BY (site, path, minute, host, method, status, bot)` + hitsSettings),
+		q(`CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.hits_visitors_1m_mv TO {db}.hits_visitors_1m AS
+SELECT toStartOfMinute(ts) AS minute, site, host, path, method, status,
+	match(user_agent, '` + BotPattern + `') AS bot,
+	uniqExactState(visitor) AS visitors
+FROM {db}.hits GROUP BY minute, site, host, path, method, status, bot`),
 		// hits_1d serves lifetime rules: a page's whole history in one row a day.
 		q(`CREATE TABLE IF NOT EXISTS {db}.hits_1d (
 	day Date,
@@ -228,6 +254,13 @@ ORDER BY key`),
 ORDER BY finished`),
 	}
 }
+
+// visitorColumn is hits.visitor's type. The collector always sends it;
+// the default serves rows inserted without it (a collector older than the
+// column, a hand-made INSERT): a hash of the stored client and user agent,
+// another function than the collector's, so such rows count as other
+// visitors than the same pair sent by a current collector.
+const visitorColumn = "UInt64 DEFAULT cityHash64(client, user_agent)"
 
 // BotPattern is the RE2 pattern that marks a user agent as a bot in hits_1m.
 const BotPattern = `(?i)(bot|crawl|spider|slurp|curl|wget|python-requests|go-http-client|httpclient|headless)`
@@ -287,13 +320,17 @@ func (s *Sink) create(ctx context.Context) error {
 // noteColumns records which added columns the tables of the server the
 // pool reaches lack (addColumns), and says so.
 func (s *Sink) noteColumns(missing map[string]string) {
-	caughtUp := true
+	caughtUp, visitor := true, true
 	for col := range missing {
 		if strings.HasSuffix(col, ".caught_up") {
 			caughtUp = false
 		}
+		if strings.HasSuffix(col, ".visitor") {
+			visitor = false
+		}
 	}
 	s.ownersLegacy.Store(!caughtUp)
+	s.visitorLegacy.Store(!visitor)
 	s.logMissingColumns(missing)
 }
 
@@ -315,14 +352,23 @@ func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) 
 	if err != nil {
 		return nil, err
 	}
-	for _, stmt := range stmts {
-		if m := objectRE.FindStringSubmatch(stmt); m != nil && have[m[1]] {
-			continue
+	create := func(views bool) error {
+		for _, stmt := range stmts {
+			if IsView(stmt) != views {
+				continue
+			}
+			if m := objectRE.FindStringSubmatch(stmt); m != nil && have[m[1]] {
+				continue
+			}
+			if err := conn.Exec(ctx, stmt); err != nil {
+				first, _, _ := strings.Cut(stmt, "(")
+				return fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
+			}
 		}
-		if err := conn.Exec(ctx, stmt); err != nil {
-			first, _, _ := strings.Cut(stmt, "(")
-			return nil, fmt.Errorf("%s: %w", strings.TrimSpace(first), explainCreate(err))
-		}
+		return nil
+	}
+	if err := create(false); err != nil {
+		return nil, err
 	}
 	cols := func(ctx context.Context) (map[string]bool, error) {
 		out := map[string]bool{}
@@ -341,8 +387,28 @@ func createOn(ctx context.Context, conn driver.Conn, db string, stmts []string) 
 		return out, rows.Err()
 	}
 	exec := func(ctx context.Context, stmt string) error { return conn.Exec(ctx, stmt) }
-	return addColumns(ctx, cols, exec, db, stmts)
+	missing, err := addColumns(ctx, cols, exec, db, stmts)
+	if err != nil {
+		return nil, err
+	}
+	// Views last: a new view may read a column just added to an older
+	// table (hits_visitors_1m_mv reads hits.visitor). One that cannot be
+	// made for want of it is left for `collector -migrate`.
+	if err := create(true); err != nil {
+		if _, lacks := missing["hits.visitor"]; lacks {
+			return missing, nil
+		}
+		if _, lacks := missing["hits_local.visitor"]; lacks {
+			return missing, nil
+		}
+		return nil, err
+	}
+	return missing, nil
 }
+
+// IsView reports whether a schema statement creates a materialized view:
+// Migrate runs those after the tables have their added columns.
+func IsView(stmt string) bool { return strings.HasPrefix(stmt, "CREATE MATERIALIZED VIEW") }
 
 // objectRE finds what a schema statement creates: a database or db.table.
 var objectRE = regexp.MustCompile(`^CREATE (?:DATABASE|TABLE|MATERIALIZED VIEW) IF NOT EXISTS ([\w.]+)`)
@@ -372,4 +438,4 @@ func existing(ctx context.Context, conn driver.Conn, db string) (map[string]bool
 func Schema(db string, v Version) []string { return schema(db, featuresOf(v)) }
 
 // HitsColumns is the column list of inserts into hits, in Batch order.
-const HitsColumns = "ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset"
+const HitsColumns = "ts, site, host, method, path, query, protocol, status, bytes, referer, user_agent, client, remote_user, request_time_us, source_id, offset, visitor"

@@ -71,6 +71,9 @@ type Sink struct {
 	// ownersLegacy: Migrate found source_owners without caught_up and could
 	// not add it (columns.go): records are written without it.
 	ownersLegacy atomic.Bool
+	// visitorLegacy: Migrate found hits without visitor and could not add
+	// it (columns.go): hits are inserted without it.
+	visitorLegacy atomic.Bool
 }
 
 var hitsColumns = HitsColumns
@@ -274,7 +277,11 @@ func (s *Sink) Insert(ctx context.Context, b *Batch) error {
 }
 
 func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
-	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("hits")+" ("+hitsColumns+")")
+	columns := hitsColumns
+	if s.visitorLegacy.Load() {
+		columns = strings.TrimSuffix(columns, ", visitor")
+	}
+	batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table("hits")+" ("+columns+")")
 	if err != nil {
 		return err
 	}
@@ -291,10 +298,11 @@ func (s *Sink) insertHits(ctx context.Context, b *Batch) (err error) {
 	}
 	cols := []any{b.ts, site, b.host.views(), b.method.views(), b.path.views(), b.query.views(), b.protocol.views(),
 		b.status, b.bytes, b.referer.views(), b.userAgent.views(), b.client.views(), b.remoteUser.views(),
-		b.requestTime, source, b.offset}
-	for i, c := range cols {
+		b.requestTime, source, b.offset, b.visitor}
+	names := strings.Split(columns, ", ")
+	for i, c := range cols[:len(names)] {
 		if err := batch.Column(i).Append(c); err != nil {
-			return fmt.Errorf("column %s: %w", strings.Split(hitsColumns, ", ")[i], err)
+			return fmt.Errorf("column %s: %w", names[i], err)
 		}
 	}
 	return batch.Send()

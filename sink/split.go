@@ -55,7 +55,7 @@ func (b *Batch) lineAt(k int) int64 {
 // piece is a new batch of b's lines at offsets in [from, to), counted as
 // its own: Lines are its rows and rejected lines.
 func (b *Batch) piece(from, to int64) *Batch {
-	p := &Batch{Site: b.Site, SourceID: b.SourceID, ReadAt: b.ReadAt, gen: b.gen}
+	p := &Batch{Site: b.Site, SourceID: b.SourceID, ReadAt: b.ReadAt, gen: b.gen, Clients: b.Clients}
 	in := func(off int64) bool { return off >= from && off < to }
 	i := sort.Search(len(b.offset), func(i int) bool { return int64(b.offset[i]) >= from })
 	j := sort.Search(len(b.offset), func(j int) bool { return int64(b.offset[j]) >= to })
@@ -97,6 +97,7 @@ func (b *Batch) appendRows(src *Batch, i, j int) {
 	b.bytes = append(b.bytes, src.bytes[i:j]...)
 	b.requestTime = append(b.requestTime, src.requestTime[i:j]...)
 	b.offset = append(b.offset, src.offset[i:j]...)
+	b.visitor = append(b.visitor, src.visitor[i:j]...)
 	dst, from := b.strCols(), src.strCols()
 	for k := range dst {
 		dst[k].appendRange(from[k], i, j)

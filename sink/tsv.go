@@ -60,6 +60,8 @@ func (b *Batch) AppendTSV(dst []byte) []byte {
 		dst = strconv.AppendUint(dst, b.SourceID, 10)
 		dst = append(dst, '\t')
 		dst = strconv.AppendUint(dst, b.offset[i], 10)
+		dst = append(dst, '\t')
+		dst = strconv.AppendUint(dst, b.visitor[i], 10)
 		dst = append(dst, '\n')
 	}
 	return dst

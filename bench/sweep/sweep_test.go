@@ -51,6 +51,33 @@ rules:
   - {name: spike-glob, match: {site: www, path: "/p/4?"}, spike: {factor: 3, min: 5}, window: 1h, to: [ops@example.com]}
 `
 
+// visitorsRulesYAML count visitors (issue 19): the threshold's touched
+// pages are counted from the uniqExact states of hits_visitors_1m.
+const visitorsRulesYAML = `
+sources: [{path: /x, site: www}]
+rules:
+  - {name: hourly-visitors, match: {path: "/p/*"}, count: visitors, threshold: 5, window: 1h, to: [ops@example.com]}
+`
+
+// visitorsBelowYAML merge a day of windows' states: of a page, of ten
+// pages, and of the whole site.
+const visitorsBelowYAML = `
+sources: [{path: /x, site: www}]
+rules:
+  - {name: below-visitors-page, match: {site: www, path: /p/7}, count: visitors, below: 1000, window: 1h, to: [ops@example.com]}
+  - {name: below-visitors-glob, match: {site: www, path: "/p/4?"}, count: visitors, below: 5, window: 1h, to: [ops@example.com]}
+  - {name: below-visitors-site, match: {site: www}, count: visitors, below: 1000000, window: 1h, to: [ops@example.com]}
+`
+
+// clients are the visitors' addresses: a thousand of them.
+var clients = func() [][]byte {
+	out := make([][]byte, 1000)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, "10.0.%d.%d", i/256, i%256)
+	}
+	return out
+}()
+
 // reportRulesYAML are report rules (issue 19): a sweep that finds a report
 // due reads two weeks (two months) of the site's pages from the rollups to
 // build it. %s makes each measurement's rules new, so each sends its
@@ -72,7 +99,7 @@ func store(b *testing.B, s *sink.Sink, n, pages, days int, seed int64) {
 		batch.Reset("www", uint64(seed))
 		for i := 0; i < 100_000 && done < n; i++ {
 			h := parser.Hit{Unix: now.Add(-time.Duration(done%(days*24*60)) * time.Minute).Unix(), Method: []byte("GET"),
-				Path: []byte("/p/" + strconv.Itoa(done%pages)), Status: 200}
+				Path: []byte("/p/" + strconv.Itoa(done%pages)), Status: 200, RemoteAddr: clients[done%len(clients)], UserAgent: []byte("Mozilla/5.0")}
 			batch.Add(&h, off, off+1)
 			off++
 			done++
@@ -110,6 +137,7 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 		return rules
 	}
 	thresholds, complete, change := compile(rulesYAML), compile(completeRulesYAML), compile(changeRulesYAML)
+	visitors, visitorsBelow := compile(visitorsRulesYAML), compile(visitorsBelowYAML)
 	st := alerts.NewStore(s, "sweepbench")
 	const pages, touched = 5000, 50
 	// The site's collector, caught up now and collecting for 90 days: the
@@ -207,9 +235,11 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 	}
 	store(b, s, base, pages, 90, 1)
 	t1, c1, s1 := measure(base, thresholds), measure(base, complete), measure(base, change)
+	v1, vb1 := measure(base, visitors), measure(base, visitorsBelow)
 	r1, q1 := measureReports(base)
 	store(b, s, 9*base, pages, 90, 2)
 	t10, c10, s10 := measure(10*base, thresholds), measure(10*base, complete), measure(10*base, change)
+	v10, vb10 := measure(10*base, visitors), measure(10*base, visitorsBelow)
 	r10, q10 := measureReports(10 * base)
 	fmt.Printf("sweep of %d touched pages: %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
 		touched, t1.Round(time.Millisecond), base, t10.Round(time.Millisecond), 10*base, float64(t10)/float64(t1))
@@ -223,6 +253,12 @@ func BenchmarkSweepFlatWhileStoredGrows(b *testing.B) {
 		pages, r1.Round(time.Millisecond), base, r10.Round(time.Millisecond), 10*base, float64(r10)/float64(r1))
 	fmt.Printf("sweep of the same report rules once their reports are recorded: %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
 		q1.Round(time.Millisecond), base, q10.Round(time.Millisecond), 10*base, float64(q10)/float64(q1))
+	fmt.Printf("sweep of a count: visitors threshold on %d touched pages: %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
+		touched, v1.Round(time.Millisecond), base, v10.Round(time.Millisecond), 10*base, float64(v10)/float64(v1))
+	fmt.Printf("sweep of count: visitors below rules (a day of 1h windows; a page, 10 pages, the site): %v with %d stored hits, %v with %d (10x): ratio %.2f (target <= 2)\n",
+		vb1.Round(time.Millisecond), base, vb10.Round(time.Millisecond), 10*base, float64(vb10)/float64(vb1))
+	b.ReportMetric(float64(v10)/float64(v1), "visitors-ratio")
+	b.ReportMetric(float64(vb10)/float64(vb1), "visitors-below-ratio")
 	b.ReportMetric(float64(r10)/float64(r1), "report-ratio")
 	b.ReportMetric(float64(q10)/float64(q1), "report-recorded-ratio")
 	b.ReportMetric(float64(c10)/float64(c1), "complete-ratio")

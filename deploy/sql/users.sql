@@ -37,18 +37,21 @@ GRANT SELECT ON system.processes TO collector;
 -- columns those views read and, before SQL SECURITY DEFINER views (24.2),
 -- INSERT on their target tables. Only the columns the views read: not
 -- client, remote_user, referer or query.
-GRANT SELECT(ts, site, host, method, path, status, bytes, user_agent, source_id, offset) ON hitcount.hits TO collector;
+GRANT SELECT(ts, site, host, method, path, status, bytes, user_agent, source_id, offset, visitor) ON hitcount.hits TO collector;
 GRANT SELECT(site, source_id, offset) ON hitcount.rejects TO collector;
 GRANT INSERT ON hitcount.ingest_progress TO collector;
 GRANT INSERT ON hitcount.hits_1m TO collector;
 GRANT INSERT ON hitcount.hits_touched TO collector;
 GRANT INSERT ON hitcount.hits_1d TO collector;
+GRANT INSERT ON hitcount.hits_visitors_1m TO collector;
 
 -- sweeper: reads the rollups and its own state, appends crossings and sweeps.
 CREATE USER IF NOT EXISTS sweeper IDENTIFIED WITH sha256_password BY 'REPLACE_ME_sweeper_password' HOST ANY;
 GRANT SELECT ON hitcount.hits_touched TO sweeper;
 GRANT SELECT ON hitcount.hits_1m TO sweeper;
 GRANT SELECT ON hitcount.hits_1d TO sweeper;
+-- count: visitors rules read the visitors rollup.
+GRANT SELECT ON hitcount.hits_visitors_1m TO sweeper;
 GRANT SELECT ON hitcount.crossings TO sweeper;
 GRANT SELECT ON hitcount.sweeps TO sweeper;
 -- below and no_traffic rules wait for complete windows: how far each

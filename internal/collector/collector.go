@@ -63,6 +63,9 @@ type Source struct {
 	// Location is the zone of times logged without one (parser.Options);
 	// UTC when nil.
 	Location *time.Location
+	// Clients: how client addresses are stored (anonymized or not) and
+	// the key of the visitor hash (sink/visitor.go).
+	Clients sink.Clients
 }
 
 // Options tune a Collector; zero values take the defaults in brackets.

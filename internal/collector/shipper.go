@@ -373,6 +373,7 @@ func (s *shipper) take(ctx context.Context, b *sink.Batch) (*sink.Batch, error) 
 		return nil, err
 	}
 	b.Reset(s.src.Site, s.id.ID)
+	b.Clients = s.src.Clients
 	return b, nil
 }
 

@@ -275,7 +275,7 @@ func removeSite(st *store, site, suffix string) error {
 		}
 		return st.store.(*sink.Sink).Conn().Exec(ctx, sql)
 	}
-	for _, table := range []string{"hits", "ingest_progress", "hits_1m", "hits_1d", "hits_touched"} {
+	for _, table := range []string{"hits", "ingest_progress", "hits_1m", "hits_1d", "hits_touched", "hits_visitors_1m"} {
 		if err := exec(fmt.Sprintf("ALTER TABLE %s.%s%s DELETE WHERE site = '%s'", st.db, table, suffix, site)); err != nil {
 			return err
 		}

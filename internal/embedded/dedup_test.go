@@ -21,7 +21,7 @@ import (
 
 // dedupTables are the tables a batch insert writes: hits and rejects, and
 // every table their views write to.
-var dedupTables = []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d"}
+var dedupTables = []string{"hits", "rejects", "ingest_progress", "hits_1m", "hits_touched", "hits_1d", "hits_visitors_1m"}
 
 func dedupBatch(source uint64) *sink.Batch {
 	b := sink.NewBatch(10)

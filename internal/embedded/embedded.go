@@ -114,20 +114,33 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, stmt := range sink.Schema(s.db, v) {
-		if err := s.e.Exec(ctx, stmt); err != nil {
-			first, _, _ := strings.Cut(stmt, "(")
-			return fmt.Errorf("embedded store: migrate: %s: %w", strings.TrimSpace(first), err)
+	create := func(views bool) error {
+		for _, stmt := range sink.Schema(s.db, v) {
+			if sink.IsView(stmt) != views {
+				continue
+			}
+			if err := s.e.Exec(ctx, stmt); err != nil {
+				first, _, _ := strings.Cut(stmt, "(")
+				return fmt.Errorf("embedded store: migrate: %s: %w", strings.TrimSpace(first), err)
+			}
 		}
+		return nil
+	}
+	if err := create(false); err != nil {
+		return err
 	}
 	// Tables made by an older hitcount lack the columns added since; the
-	// engine's user may alter anything, so none stays missing.
+	// engine's user may alter anything, so none stays missing. Views come
+	// after: a new one may read an added column.
 	missing, err := sink.AddColumns(ctx, s, s.e.Exec, s.db, v)
 	if err != nil {
 		return fmt.Errorf("embedded store: migrate: %w", err)
 	}
 	for col, why := range missing {
 		return fmt.Errorf("embedded store: migrate: add column %s: %s", col, why)
+	}
+	if err := create(true); err != nil {
+		return err
 	}
 	return s.checkDedup(ctx, true)
 }

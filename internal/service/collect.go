@@ -4,6 +4,7 @@
 package service
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,16 +12,22 @@ import (
 	"github.com/hitcount/hitcount/config"
 	"github.com/hitcount/hitcount/internal/collector"
 	"github.com/hitcount/hitcount/internal/termprogress"
+	"github.com/hitcount/hitcount/sink"
 )
 
 // NewCollector builds the collector of the configuration's sources, shipping
 // into store, with its metrics in reg.
 func NewCollector(cfg *config.Config, store collector.Inserter, log *slog.Logger, reg prometheus.Registerer) (*collector.Collector, error) {
+	key, err := cfg.VisitorKey()
+	if err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
 	var sources []collector.Source
 	for _, src := range cfg.Sources {
 		sources = append(sources, collector.Source{
 			Glob: cfg.Resolve(src.Path), Site: src.Site, Format: src.Format, Location: src.Location,
 			StartAtEnd: src.StartAt == "end", MaxLine: src.MaxLine.Bytes,
+			Clients: sink.Clients{Key: sink.VisitorKey(key.Reveal()), Anonymize: src.AnonymizeClients},
 		})
 	}
 	stateDir := cfg.Resolve(cfg.StateDir)
