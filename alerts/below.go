@@ -105,7 +105,7 @@ func (s *Sweeper) detectComplete(ctx context.Context, now time.Time) ([]Row, []s
 		if r.baselined() {
 			lo = r.baselineLo(now)
 		}
-		since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, lo) })
+		since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, lo, r.metric()) })
 		st.DataSince = since
 		switch {
 		case err != nil:

@@ -241,22 +241,49 @@ func (s *Store) LastHitDays(ctx context.Context, r *Rule, site string, paths []s
 // it has hits from before the (UTC) day of lo, else its first minute with a
 // hit. Cheap: the first query stops at the first older row, the second
 // reads the site's minutes since that day.
-func (s *Store) DataSince(ctx context.Context, site string, lo time.Time) (since time.Time, some bool, err error) {
-	day := lo.UTC().Format("2006-01-02")
-	var older uint64
-	err = s.db.Select(ctx, "SELECT count() FROM (SELECT 1 FROM "+s.dbName+".hits_1d WHERE site = ? AND day < toDate(?) LIMIT 1)", []any{site, day},
-		func(scan func(...any) error) error { return scan(&older) })
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+//
+// A rule counting visitors reads hits_visitors_1m, which begins when the
+// store was migrated to it: hits from before an upgrade are in hits_1m and
+// hits_1d but not there, and a window among them would read 0 visitors (a
+// false below; a baseline of 0 and a false spike). Its data begins where
+// both rollups have it.
+func (s *Store) DataSince(ctx context.Context, site string, lo time.Time, m metric) (since time.Time, some bool, err error) {
+	since, some, err = s.dataSince(ctx, site, lo, "hits_1d", "day", "toDate", hitsMetric.rollup)
+	if err != nil || !some || m.rollup == hitsMetric.rollup {
+		return since, some, err
 	}
-	if older > 0 {
-		return time.Time{}, true, nil
+	vsince, vsome, err := s.dataSince(ctx, site, lo, m.rollup, "minute", "toDateTime", m.rollup)
+	if err != nil || !vsome {
+		return time.Time{}, false, err
+	}
+	if vsince.After(since) {
+		since = vsince
+	}
+	return since, true, nil
+}
+
+// dataSince is DataSince on one rollup: any row in older (its time column
+// col, of the type conv makes) before lo's day, else the first minute of
+// minutes (a per-minute rollup) since that day.
+func (s *Store) dataSince(ctx context.Context, site string, lo time.Time, older, col, conv, minutes string) (since time.Time, some bool, err error) {
+	day := lo.UTC().Truncate(24 * time.Hour)
+	bound := any(day.Format("2006-01-02"))
+	if conv == "toDateTime" {
+		bound = day.Unix()
 	}
 	var n uint64
-	err = s.db.Select(ctx, "SELECT count(), min(minute) FROM "+s.dbName+".hits_1m WHERE site = ? AND minute >= toDateTime(?)", []any{site, lo.UTC().Truncate(24 * time.Hour).Unix()},
+	err = s.db.Select(ctx, "SELECT count() FROM (SELECT 1 FROM "+s.dbName+"."+older+" WHERE site = ? AND "+col+" < "+conv+"(?) LIMIT 1)", []any{site, bound},
+		func(scan func(...any) error) error { return scan(&n) })
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins in %s: %w", site, older, err)
+	}
+	if n > 0 {
+		return time.Time{}, true, nil
+	}
+	err = s.db.Select(ctx, "SELECT count(), min(minute) FROM "+s.dbName+"."+minutes+" WHERE site = ? AND minute >= toDateTime(?)", []any{site, day.Unix()},
 		func(scan func(...any) error) error { return scan(&n, &since) })
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("read when the data of %s begins: %w", site, err)
+		return time.Time{}, false, fmt.Errorf("read when the data of %s begins in %s: %w", site, minutes, err)
 	}
 	if n == 0 {
 		return time.Time{}, false, nil

@@ -280,7 +280,7 @@ func (s *Sweeper) report(ctx context.Context, r *Rule, st siteState, now, last t
 		ev.note = fmt.Sprintf("the report of the %s is recorded (%s); %s", p.name(start), k.State, next)
 		return ev, nil
 	}
-	since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, start) })
+	since, some, err := retry2(ctx, func() (time.Time, bool, error) { return s.store.DataSince(ctx, r.Site, start, r.metric()) })
 	if err != nil {
 		return ev, err
 	}

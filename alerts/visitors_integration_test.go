@@ -17,6 +17,7 @@ import (
 
 	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/collector"
+	"github.com/hitcount/hitcount/internal/embedded"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -513,5 +514,55 @@ func testVisitorsSpikeAndDrop(t *testing.T, d *testenv.Database) {
 	body := ce.body("spike on shop/launch: 40 visitors in 1h, baseline 10")
 	if !strings.Contains(body, "at least 3x its baseline of 10 visitors") {
 		t.Errorf("the email:\n%s", body)
+	}
+}
+
+// A store migrated to visitors keeps its older hits in hits_1m and hits_1d
+// but not in hits_visitors_1m, which begins at the upgrade (here: emptied
+// after six hours of traffic, as if created then). A visitors rule must
+// not read those hours as 0 visitors: they are before its data begins, as
+// windows before a site's first hit are. Before the fix: 12 false below
+// crossings (6 hours, a page rule and a site rule).
+func TestVisitorsRollupBeginsAtUpgrade(t *testing.T) {
+	testenv.EachBackend(t, testVisitorsRollupBeginsAtUpgrade)
+}
+
+func testVisitorsRollupBeginsAtUpgrade(t *testing.T, d *testenv.Database) {
+	base := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	ce := newClockEnv(t, d, visitorsBelowYAML, base, alerts.Options{})
+	traffic := func(from, to time.Time) {
+		for at := from; at.Before(to); at = at.Add(10 * time.Minute) {
+			ce.visits("shop", "/checkout", at, 2, people("x", 5)...)
+			ce.visits("shop", "/cart", at, 1, people("x", 5)...)
+		}
+	}
+	upgrade := base.Add(6 * time.Hour)
+	traffic(base, upgrade)
+	if es, ok := ce.store.(*embedded.Store); ok {
+		if err := es.Engine().Exec(context.Background(), "TRUNCATE TABLE "+ce.db+".hits_visitors_1m"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		d.Server.Exec(t, "TRUNCATE TABLE "+ce.db+".hits_visitors_1m")
+	}
+	ce.now = base.Add(9*time.Hour + 12*time.Minute)
+	traffic(upgrade, ce.now)
+	ce.record("shop", "c1", 1, "/var/log/nginx/access.log", ce.now.Add(-time.Minute))
+	ce.sweep()
+	ce.sweep()
+	if got := ce.crossings(); len(got) != 0 {
+		t.Fatalf("crossings after the upgrade: %d, e.g. %v; want none (the hours before it have no visitor data)", len(got), got[:min(len(got), 3)])
+	}
+	// The rollup has its data from the upgrade on: a window after it is
+	// judged (an hour with 2 visitors is below 3).
+	quiet := ce.now.Truncate(time.Hour).Add(time.Hour)
+	ce.visits("shop", "/checkout", quiet.Add(5*time.Minute), 10, people("y", 2)...) // 20 hits: not below the hits rule's 20
+	ce.visits("shop", "/cart", quiet.Add(5*time.Minute), 1, people("x", 5)...)
+	ce.now = quiet.Add(time.Hour + 12*time.Minute)
+	ce.record("shop", "c1", 1, "/var/log/nginx/access.log", ce.now.Add(-time.Minute))
+	ce.sweep()
+	want := []string{"below checkout-visitors shop/checkout 11-20 10:00 sent"}
+	if got := ce.crossings(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("crossings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
