@@ -181,7 +181,7 @@ func TestAdversary17cKillNineW3C(t *testing.T) {
 			fields := fieldSets[wrng.IntN(2)]
 			pending := w3cBlock(base, fields) // written with the next rows
 			headers += 4
-			rot := 0
+			rot, afterBlock := 0, true
 			for n := 0; ; n++ {
 				select {
 				case <-stopWriting:
@@ -196,11 +196,17 @@ func TestAdversary17cKillNineW3C(t *testing.T) {
 				var chunk bytes.Buffer
 				chunk.WriteString(pending)
 				pending = ""
-				switch r := wrng.IntN(100); {
+				r := wrng.IntN(100)
+				if afterBlock && r >= 6 && r < 12 {
+					r = 99 // rows first after a block (finding 2 is a block then garbage)
+				}
+				afterBlock = false
+				switch {
 				case r < 6: // a new block (a restart of the site), maybe new fields
 					fields = fieldSets[wrng.IntN(2)]
 					blk := w3cBlock(at, fields)
 					headers += 4
+					afterBlock = true
 					if wrng.IntN(2) == 0 {
 						pending = blk // with the next rows
 					} else {
@@ -242,6 +248,7 @@ func TestAdversary17cKillNineW3C(t *testing.T) {
 					gzipFile(t, path+".1", path+".1.gz")
 					pending = w3cBlock(at, fields)
 					headers += 4
+					afterBlock = true
 					mu.Lock()
 					rotations++
 					mu.Unlock()
