@@ -39,6 +39,7 @@ func childCollector() int {
 	defer s.Close()
 	rows, _ := strconv.Atoi(os.Getenv("HC_ROWS"))
 	refresh, _ := time.ParseDuration(os.Getenv("HC_OWNERS_REFRESH")) // 0: the default
+	detectWait, _ := time.ParseDuration(os.Getenv("HC_DETECT_WAIT")) // 0: the default
 	level := slog.LevelWarn
 	if os.Getenv("HC_LOG_INFO") != "" {
 		level = slog.LevelInfo
@@ -47,7 +48,7 @@ func childCollector() int {
 		c, err := collector.New(s, collector.Options{
 			Sources:   []collector.Source{{Glob: os.Getenv("HC_GLOB"), Site: "www", Format: cmp.Or(os.Getenv("HC_FORMAT"), "combined"), StartAtEnd: os.Getenv("HC_START_END") != ""}},
 			BatchRows: rows, BatchDelay: 100 * time.Millisecond, Poll: 20 * time.Millisecond, Scan: 100 * time.Millisecond,
-			RotatedIdle: 300 * time.Millisecond, StateDir: os.Getenv("HC_STATE"), OwnersRefresh: refresh,
+			RotatedIdle: 300 * time.Millisecond, StateDir: os.Getenv("HC_STATE"), OwnersRefresh: refresh, DetectWait: detectWait,
 			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 		})
 		if err != nil {
