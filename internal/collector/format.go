@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/hitcount/hitcount/internal/lines"
@@ -792,10 +793,48 @@ func (s *shipper) noteDirective(off int64, line []byte) {
 		s.inHeader, s.headerAt = true, off
 		s.headers = nil
 	}
-	if len(s.headers) < 64 {
-		s.headers = append(s.headers, bytes.Clone(line))
-	}
+	s.headers = appendHeader(s.headers, line)
 	s.formats.set(parseSpan{From: s.headerAt, Format: s.format, Headers: slices.Clone(s.headers), HeadersAt: s.headerAt})
+}
+
+// maxHeaderLines bounds the lines of a header block kept whole: a file of
+// nothing but '#' lines must not grow the in-flight record without bound.
+const maxHeaderLines = 64
+
+// appendHeader adds line to a header block. Past maxHeaderLines only the
+// directives a parser reads from a block are kept, the last of each kind:
+// the block still parses as the reader parsed it (found by the adversary of
+// issue 17: a #Fields line at line 70 of a block was dropped, and the batch
+// in flight replayed after a crash turned 50 hits into rejects as well).
+func appendHeader(block [][]byte, line []byte) [][]byte {
+	if len(block) < maxHeaderLines {
+		return append(block, bytes.Clone(line))
+	}
+	kind := directiveKind(line)
+	switch kind {
+	case "fields", "date", "start-date", "gmt-offset":
+	default:
+		return block
+	}
+	for i := maxHeaderLines; i < len(block); i++ {
+		if directiveKind(block[i]) == kind {
+			block[i] = bytes.Clone(line)
+			return block
+		}
+	}
+	return append(block, bytes.Clone(line))
+}
+
+// directiveKind is the lower-case name of a "#Name: value" line.
+func directiveKind(line []byte) string {
+	if len(line) == 0 || line[0] != '#' {
+		return ""
+	}
+	name, _, ok := bytes.Cut(line[1:], []byte{':'})
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(string(bytes.TrimSpace(name)))
 }
 
 // parserAt is a new parser for the line at off, as the reader parsed it:
