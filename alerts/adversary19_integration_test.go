@@ -281,3 +281,83 @@ func clipNotes(notes []string) string {
 	}
 	return s
 }
+
+const adv19ReplacedYAML = `
+sources: [{path: /x, site: shop}]
+rules:
+  - name: checkout-low
+    match: {site: shop, path: /checkout}
+    below: 50
+    window: 1h
+    no_data_after: 30m
+    to: [oncall@example.com]
+`
+
+// FINDING 4 (a collector replaced by one with a new id holds its site for a
+// day: a false no-data notice, and a real below held until the old record
+// is forgotten, 24h after its stop: about 21 hours late here). The
+// sweeper counts every record written within forgetAfter (24h), released or
+// not (Records ignores source_owners.released), and each collector's site
+// record on its own: the site record of a collector stopped cleanly
+// (SIGTERM: every record released, the site record caught up at its stop)
+// keeps the site complete only until its stop for 24 hours, whatever the
+// collector that took its files over ships. A collector gets a new id
+// whenever its state_dir is new or empty ("the id is new for each
+// process" without one: a container recreated, a host rebuilt, a
+// blue/green deploy), so each such restart does it. Measured on both
+// stores: c1 stopped at 02:03, c2 (new id) shipping and caught up every
+// 5 minutes from 02:10; a real below window 05:00-06:00 (12 hits against
+// 50); a no-data notice "since 02:03" is sent at 02:35 although c2 was
+// caught up, and at 08:00 the below is still not sent (held: "site shop
+// complete only until 02:03 (collector c1 ...)"). Want: the below by 06:15,
+// no notice. No seed: deterministic.
+func TestAdversary19ReplacedCollectorHoldsADay(t *testing.T) {
+	adversary19(t)
+	testenv.EachBackend(t, testAdversary19ReplacedCollectorHoldsADay)
+}
+
+func testAdversary19ReplacedCollectorHoldsADay(t *testing.T, d *testenv.Database) {
+	base := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	ce := newClockEnv(t, d, adv19ReplacedYAML, base, alerts.Options{})
+	const log = "/var/log/nginx/access.log"
+	traffic := func(from, to time.Time) {
+		for at := from; at.Before(to); at = at.Add(10 * time.Minute) {
+			n := 10
+			if at.Hour() == 5 && at.Day() == 20 {
+				n = 2 // really below: 12 in 05:00-06:00 on 11-20
+			}
+			ce.hits("shop", "/checkout", n, at, "Mozilla/5.0")
+		}
+	}
+	stop := base.Add(2*time.Hour + 3*time.Minute)
+	traffic(base.Add(-day), stop)
+	for ce.now = base.Add(time.Hour); ce.now.Before(stop); ce.now = ce.now.Add(5 * time.Minute) {
+		ce.record("shop", "c1", 1, log, ce.now.Add(-time.Minute))
+		ce.sweep()
+	}
+	// c1 stopped by SIGTERM at 02:03: its records released, as
+	// ownership.releaseAll writes them.
+	ce.now = stop
+	rows := [][]any{
+		{uint64(1), "shop", "c1", "web-c1", log, ce.since, ce.now, uint8(1), ce.now.Add(-time.Minute)},
+		{sink.SiteRecordID("shop"), "shop", "c1", "web-c1", "/var/log/nginx/*.log", ce.since, ce.now, uint8(1), ce.now},
+	}
+	if err := ce.store.InsertRows(context.Background(), ce.db+".source_owners", sink.OwnersColumns, rows); err != nil {
+		t.Fatal(err)
+	}
+	// c2, the same file, a new id, from 02:10: ships everything, caught up
+	// at every round.
+	shipped := stop
+	for ce.now = base.Add(2*time.Hour + 10*time.Minute); !ce.now.After(base.Add(8 * time.Hour)); ce.now = ce.now.Add(5 * time.Minute) {
+		traffic(shipped, ce.now)
+		shipped = ce.now.Truncate(10 * time.Minute).Add(10 * time.Minute)
+		ce.record("shop", "c2", 1, log, ce.now.Add(-time.Minute))
+		ce.sweep()
+	}
+	got := ce.crossings()
+	want := "below checkout-low shop/checkout 11-20 05:00 sent"
+	if strings.Join(got, "\n") != want {
+		t.Errorf("c1 replaced by c2 (a new id) at 02:10, c2 caught up since; at 08:00 the crossings are:\n%s\nwant only:\n%s",
+			strings.Join(got, "\n"), want)
+	}
+}
