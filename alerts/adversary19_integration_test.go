@@ -131,7 +131,8 @@ func testAdversary19NoDataNoticeTwiceWhenForgotten(t *testing.T, d *testenv.Data
 // on both stores: every case 2 emails for one period/window, want 1 (the
 // timezone edit: two reports both titled "week of Mon 2026-11-16", +20.9%
 // and +21.7%, the second over Sun 23:00 UTC to Sun 23:00 UTC). No seed:
-// deterministic.
+// deterministic. Kept, gated, as the documented behaviour: such an edit
+// makes new crossings (docs/operations.md, "Rules removed or renamed").
 func TestAdversary19ConfigEditResends(t *testing.T) {
 	adversary19(t)
 	testenv.EachBackend(t, testAdversary19ConfigEditResends)
