@@ -46,7 +46,10 @@ import (
 //     parsed. While the format is wrong (or guessed: none accepted the
 //     first lines), the newest run of rejects is also detected again before
 //     each batch is handed on (redetect), so a file that turns into a real
-//     log switches while its first good lines are unsent.
+//     log switches while its first good lines are unsent. Both detections
+//     and the switch start from the header block in force in the file at
+//     the lines detected (headersAt), not the parser's: a W3C block the
+//     fallback rejected still names the columns of the rows after it.
 //   - A batch a previous process left in flight is read again with the
 //     formats that parsed it (the in-flight record keeps them: formats.record,
 //     positions), switching where it did (replayFormat, formatDue), and is
@@ -183,7 +186,8 @@ type formatWatch struct {
 	seen, recheckAt int64
 	every           int64 // lines between two detections while it lasts
 	kept            [][]byte
-	next            int // where the next rejected line goes in kept
+	keptAt          []int64 // where each line of kept is in the file
+	next            int     // where the next rejected line goes in kept
 	reason          string
 	// guessed: no format accepted the lines detection looked at (the
 	// fallback parses them).
@@ -219,8 +223,10 @@ func (w *formatWatch) reject(off int64, line []byte, reason string) (check bool)
 	if len(line) <= watchLineMax {
 		if len(w.kept) < watchKeep {
 			w.kept = append(w.kept, nil)
+			w.keptAt = append(w.keptAt, 0)
 		}
 		w.kept[w.next] = append(w.kept[w.next][:0], line...)
+		w.keptAt[w.next] = off
 		w.next = (w.next + 1) % watchKeep
 	}
 	check = !w.mismatch && w.high()
@@ -261,6 +267,29 @@ func (w *formatWatch) recent(n int) [][]byte {
 	return out
 }
 
+// firstOf is where the oldest of the last n rejected lines kept is in the
+// file (recent(n)'s first line; n = len(kept): rejected()'s), -1 when none
+// is kept.
+func (w *formatWatch) firstOf(n int) int64 {
+	n = min(n, len(w.kept))
+	if n == 0 {
+		return -1
+	}
+	return w.keptAt[(w.next-n+len(w.kept))%len(w.kept)]
+}
+
+// keptSince is how many of the last n rejected lines kept are at or after
+// off in the file.
+func (w *formatWatch) keptSince(off int64, n int) int {
+	n = min(n, len(w.kept))
+	for i := range n {
+		if w.keptAt[(w.next-1-i+2*len(w.kept))%len(w.kept)] < off {
+			return i
+		}
+	}
+	return n
+}
+
 // rejected is the kept rejected lines, oldest first.
 func (w *formatWatch) rejected() [][]byte {
 	if len(w.kept) < watchKeep {
@@ -274,7 +303,7 @@ func (w *formatWatch) restart() {
 	w.seen += int64(w.cur.lines)
 	w.prev, w.cur = bucket{}, bucket{}
 	w.run = 0
-	w.kept, w.next = w.kept[:0], 0
+	w.kept, w.keptAt, w.next = w.kept[:0], w.keptAt[:0], 0
 	w.mismatch, w.guessed = false, false
 	w.every = 2 * watchHalf
 }
@@ -308,6 +337,9 @@ func (s *shipper) prepare(ctx context.Context, off int64, line []byte, wake wake
 	headers, at, err := s.headersBefore(off)
 	if err != nil {
 		s.c.log.Warn("cannot read the log's header lines before the resume offset", "path", s.path, "offset", off, "err", err)
+	} else {
+		m := &s.blocks
+		m.ok, m.upTo, m.lines, m.at = true, off, headers, at
 	}
 	format := s.src.Format
 	if format == parser.Auto {
@@ -541,7 +573,54 @@ func (s *shipper) headersBefore(off int64) ([][]byte, int64, error) {
 	if acked, at, ok := s.c.positions.getHeaders(s.id.ID); ok && acked < off && at >= 0 && at <= acked {
 		floor, known = acked, at
 	}
+	if m := &s.blocks; m.ok && m.at >= 0 && m.upTo <= off && m.upTo > floor {
+		floor, known = m.upTo, m.at
+	}
 	return headerBlockAt(s.reader.File(), off, floor, known)
+}
+
+// headerMemo is the block of header lines in force at a line of the file
+// (upTo), as headersBefore found it there, and the last '#' line the
+// reader read (lastHash, -1: none). While no '#' line was read from upTo
+// on, it is the block in force at every line read since: a detection while
+// the format is wrong asks it instead of searching the file again before
+// every batch (a gzipped file is searched from its top). A search of a
+// plain file from a later line starts at upTo (headersBefore).
+type headerMemo struct {
+	ok       bool
+	upTo     int64
+	lines    [][]byte
+	at       int64
+	lastHash int64
+}
+
+func newHeaderMemo() headerMemo { return headerMemo{lastHash: -1} }
+
+// sawHeader is told of each '#' line the reader hands the parser.
+func (m *headerMemo) sawHeader(off int64) { m.lastHash = max(m.lastHash, off) }
+
+// headersAt is the block of header lines in force at off, a line the
+// reader has read, and where it starts, taken from the file: a line the
+// current parser rejected may be a header line of the format the lines
+// are detected to be (a W3C block read while the file was guessed to be
+// combined, found by the adversary of issue 17: its rows were rejected
+// until the server wrote another block). A file that does not start with
+// '#' has none there (headersBefore): the header lines the parser took are
+// used then, as is the case when the file cannot be read.
+func (s *shipper) headersAt(off int64) ([][]byte, int64) {
+	m := &s.blocks
+	if !(m.ok && m.upTo <= off && m.lastHash < m.upTo) {
+		lines, at, err := s.headersBefore(off)
+		if err != nil {
+			s.c.log.Warn("cannot read the log's header lines before a line detected again; the ones last parsed are used", "path", s.path, "offset", off, "err", err)
+			return s.headers, s.headerAt
+		}
+		m.ok, m.upTo, m.lines, m.at = true, off, lines, at
+	}
+	if len(m.lines) == 0 {
+		return s.headers, s.headerAt
+	}
+	return slices.Clip(m.lines), m.at
 }
 
 // headerBlockStream returns the last block of '#' lines in r, and where it
@@ -685,7 +764,7 @@ func (s *shipper) checkFormat(b *sink.Batch) (*sink.Batch, error) {
 	}
 	n, rejects := w.counts()
 	sample := w.rejected()
-	det := parser.Detect(append(slices.Clone(s.headers), sample...), s.parserOptions())
+	det := parser.Detect(append(s.detectHeaders(w.firstOf(len(sample))), sample...), s.parserOptions())
 	alt, ok := det.Best()
 	better := ok && alt.Format != s.format && alt.Accepted*2 > alt.Accepted+alt.Rejected
 	would := "no known format accepts them"
@@ -718,6 +797,18 @@ func (s *shipper) checkFormat(b *sink.Batch) (*sink.Batch, error) {
 	return s.switchFormat(b, alt.Format, det)
 }
 
+// detectHeaders are the header lines a detection of rejected lines from
+// off on starts from (a copy): the block in force there in the file
+// (headersAt), as the lines may be a W3C log's rows after a block the
+// parser rejected; the parser's own when off is not known.
+func (s *shipper) detectHeaders(off int64) [][]byte {
+	if off < 0 {
+		return slices.Clone(s.headers)
+	}
+	headers, _ := s.headersAt(off)
+	return slices.Clone(headers)
+}
+
 // shipMin is the fewest rejects in a row a detection before a batch is
 // handed on looks at (redetect).
 const shipMin = 5
@@ -725,9 +816,13 @@ const shipMin = 5
 // redetect runs before the batch in hand is handed on, with auto, while
 // the file is parsed with a format found wrong (the watch's mismatch) or
 // guessed (no format accepted its first lines): the newest run of rejects
-// (up to watchMin lines) is detected again, and when another format
-// accepts most of it, the run is read again under it while it is still in
-// the batch in hand, never sent. Without it a file that turned into a real
+// in the batch in hand (up to watchMin lines, at least shipMin) is
+// detected again, and when another format accepts most of it, the run is
+// read again under it, never sent. Only the unsent rejects are asked: they
+// are the lines a switch reads again, and rejects sent before (a W3C
+// block and garbage shipped as combined's rejects) would outvote the first
+// few rows of each batch (found with the adversary of issue 17: 20 of 300
+// rows lost in batches of 10 after 34 such rejects). Without it a file that turned into a real
 // log after a wrong start waited for the watch's next detection, thousands
 // of lines on, and shipped its lines as rejects meanwhile (found by the
 // adversary of issue 17: 740 of 1600 JSON lines after 250 lines of a
@@ -736,11 +831,15 @@ const shipMin = 5
 // handed on yet.
 func (s *shipper) redetect(b *sink.Batch) (_ *sink.Batch, switched bool, err error) {
 	w := &s.watch
-	if s.src.Format != parser.Auto || !(w.mismatch || w.guessed) || w.run < shipMin || s.replayEnd >= 0 {
+	if s.src.Format != parser.Auto || !(w.mismatch || w.guessed) || w.run < shipMin || s.replayEnd >= 0 || b == nil {
 		return b, false, nil
 	}
-	sample := w.recent(min(w.run, watchMin))
-	det := parser.Detect(append(slices.Clone(s.headers), sample...), s.parserOptions())
+	n := w.keptSince(b.First, min(w.run, watchMin))
+	if n < shipMin {
+		return b, false, nil
+	}
+	sample := w.recent(n)
+	det := parser.Detect(append(s.detectHeaders(w.firstOf(len(sample))), sample...), s.parserOptions())
 	alt, ok := det.Best()
 	if !ok || alt.Format == s.format || alt.Accepted*2 <= alt.Accepted+alt.Rejected {
 		return b, false, nil
@@ -778,7 +877,12 @@ func (s *shipper) switchFormat(b *sink.Batch, format string, det parser.Detectio
 		}
 		s.lastRecut = cut
 	}
-	s.use(p, cut, s.headers)
+	// The header lines in force at cut, from the file: those the old
+	// parser took are none when it rejected the block (a W3C log guessed
+	// to be combined).
+	headers, at := s.headersAt(cut)
+	s.headerAt = at
+	s.use(p, cut, headers)
 	s.watch.restart()
 	s.c.log.Info("log format detected again: lines from the offset on are parsed with it", "path", s.path, "site", s.src.Site,
 		"from", from, "format", format, "offset", cut, "candidates", det.Summary(4))

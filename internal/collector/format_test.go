@@ -121,6 +121,13 @@ func TestFormatWatch(t *testing.T) {
 	if len(kept) != watchKeep || string(kept[0]) != "line 10\n" || string(kept[len(kept)-1]) != fmt.Sprintf("line %d\n", watchKeep+9) {
 		t.Errorf("kept %d lines, %q .. %q", len(kept), kept[0], kept[len(kept)-1])
 	}
+	// Each kept line's offset (here its number) goes with it.
+	if at, recent := w.firstOf(len(kept)), w.firstOf(3); at != 10 || recent != watchKeep+7 || w.firstOf(0) != -1 {
+		t.Errorf("first of the kept lines at %d, of the last 3 at %d; want 10 and %d", at, recent, watchKeep+7)
+	}
+	if a, b, c := w.keptSince(watchKeep+5, 50), w.keptSince(0, 50), w.keptSince(watchKeep+10, 50); a != 5 || b != 50 || c != 0 {
+		t.Errorf("kept since: %d, %d, %d; want 5, 50, 0", a, b, c)
+	}
 	if w.run != watchKeep+10 || w.runStart != 0 {
 		t.Errorf("run of %d from %d, want %d from 0", w.run, w.runStart, watchKeep+10)
 	}

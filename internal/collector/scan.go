@@ -447,7 +447,7 @@ func (c *Collector) consider(ctx context.Context, wg *sync.WaitGroup, src *Sourc
 	s := &shipper{
 		c: c, src: src, id: id, path: cand.path, live: cand.live, literal: cand.literal, reader: r,
 		key: key, openedAs: fi, sendCh: make(chan *sink.Batch), sent: make(chan struct{}),
-		replayUntil: -1, endStart: endStart, scanned: st.done, watch: newFormatWatch(), lastRecut: -1,
+		replayUntil: -1, endStart: endStart, scanned: st.done, watch: newFormatWatch(), blocks: newHeaderMemo(), lastRecut: -1,
 		replayEnd: -1, nextSwitch: math.MaxInt64,
 	}
 	c.mu.Lock()

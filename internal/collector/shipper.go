@@ -68,6 +68,8 @@ type shipper struct {
 	// watch follows the rejects; recheck: checkFormat is due.
 	watch   formatWatch
 	recheck bool
+	// blocks: the header block found in force at a line (format.go).
+	blocks headerMemo
 	// noRecutBefore: lines before it are never read again under another
 	// format (the batch a previous process left in flight is read again to
 	// be the same block); lastRecut is the last offset read again.
@@ -454,6 +456,9 @@ func (s *shipper) addLine(b *sink.Batch, h *parser.Hit, line []byte, off int64) 
 //
 //go:noinline
 func (s *shipper) notParsed(b *sink.Batch, line []byte, off, next int64, err error) {
+	if len(line) > 0 && line[0] == '#' {
+		s.blocks.sawHeader(off)
+	}
 	if errors.Is(err, parser.ErrDirective) {
 		b.AddSkipped(off, next)
 		s.noteDirective(off, line)
