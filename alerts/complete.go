@@ -20,7 +20,14 @@ import (
 //     caught up for ever). Its caught_up is the largest any collector wrote:
 //     "every line written before T is committed" stays true.
 //   - Each collector's record of the site as a whole counts the same way:
-//     a collector there for the site with no file holding a line yet.
+//     a collector there for the site with no file holding a line yet;
+//     except when its latest write releases it (a collector stopped
+//     cleanly): its files' records, merged with those of whichever
+//     collector takes them over, hold what it may have left unread, and
+//     its site record would otherwise pin the site at its stop for
+//     forgetAfter, however far its replacement (a new id: a new state_dir,
+//     a recreated container) has caught up. A collector killed, not
+//     released, keeps holding through its site record.
 //   - The site is complete until the smallest caught_up of what counts; a
 //     site where nothing counts is complete nowhere (its collectors are gone
 //     or forgotten, or none ever reported).
@@ -48,6 +55,10 @@ type ownerRecord struct {
 	Started   time.Time // the earliest claim
 	Seen      time.Time // the latest write
 	CaughtUp  time.Time // the largest caught_up written
+	// Released: the latest write gave the record up (a collector stopping
+	// cleanly); a release at the same second as a refresh wins, as in
+	// sink.OwnersQuery.
+	Released bool
 }
 
 // siteRecord reports whether r is a collector's record of its site.
@@ -61,6 +72,9 @@ func (r ownerRecord) describe() string {
 	}
 	if r.Collector == "" {
 		return "no collector has reported"
+	}
+	if r.Released {
+		what += " (released: the collector stopped)"
 	}
 	return fmt.Sprintf("collector %s on %s, %s", r.Collector, r.Host, what)
 }
@@ -83,11 +97,13 @@ type siteState struct {
 	// Behind is the record that sets CompleteUntil (or, complete nowhere,
 	// the last one heard of).
 	Behind ownerRecord
-	// Silent is when the site's data stopped being complete, for the no-data
-	// notice: CompleteUntil, except that a file a collector has just begun
-	// reading counts from when it began, so that a collector catching up
-	// after an outage does not start a second silence; complete nowhere, the
-	// last caught_up any record holds.
+	// Silent is when the site's data stopped being complete, the no-data
+	// notice's key: CompleteUntil, except that a file a collector has just
+	// begun reading counts from when it began, so that a collector catching
+	// up after an outage does not start a second silence, and that records
+	// forgotten (forgetAfter) while the silence lasts still count, so that
+	// forgetting does not move the key and send a second notice for one
+	// silence (see silentSince).
 	Silent time.Time
 }
 
@@ -100,13 +116,9 @@ func siteStateOf(site string, recs []ownerRecord, now time.Time) siteState {
 	}
 	sources := map[uint64]*source{}
 	var order []uint64
-	type part struct {
-		caught, silent time.Time
-		rec            ownerRecord
-	}
-	var counted []part
+	// parts: what counts while live, forgotten or not.
+	var parts []part
 	var last ownerRecord
-	live := func(seen time.Time) bool { return !seen.Before(now.Add(-forgetAfter)) }
 	for _, r := range recs {
 		if r.Site != site {
 			continue
@@ -115,8 +127,8 @@ func siteStateOf(site string, recs []ownerRecord, now time.Time) siteState {
 			last = r
 		}
 		if r.siteRecord() {
-			if live(r.Seen) {
-				counted = append(counted, part{r.CaughtUp, r.CaughtUp, r})
+			if !r.Released {
+				parts = append(parts, part{r.CaughtUp, r.CaughtUp, r.Seen, r})
 			}
 			continue
 		}
@@ -139,39 +151,84 @@ func siteStateOf(site string, recs []ownerRecord, now time.Time) siteState {
 	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
 	for _, id := range order {
 		s := sources[id]
-		if !live(s.seen) || !s.caught.Before(sink.CaughtUpForever) {
+		if !s.caught.Before(sink.CaughtUpForever) {
 			continue
 		}
 		silent := s.caught
 		if !known(silent) {
 			silent = s.started
 		}
-		counted = append(counted, part{s.caught, silent, s.rec})
+		parts = append(parts, part{s.caught, silent, s.seen, s.rec})
+	}
+	var counted []part
+	for _, p := range parts {
+		if p.live(now) {
+			counted = append(counted, p)
+		}
 	}
 	if len(counted) == 0 {
 		st.Behind = last
-		if known(last.CaughtUp) {
+		switch {
+		case len(parts) > 0:
+			st.Silent = silentSince(parts, now)
+		case known(last.CaughtUp):
 			st.Silent = last.CaughtUp
-		} else if last.Collector != "" {
+		case last.Collector != "":
 			st.Silent = last.Seen
 		}
 		return st
 	}
 	least := counted[0]
-	st.Silent = counted[0].silent
 	for _, p := range counted[1:] {
 		if p.caught.Before(least.caught) {
 			least = p
 		}
-		if p.silent.Before(st.Silent) {
-			st.Silent = p.silent
-		}
 	}
+	st.Silent = silentSince(parts, now)
 	st.CompleteUntil, st.Behind = least.caught, least.rec
 	if !known(st.CompleteUntil) {
 		st.CompleteUntil = time.Time{}
 	}
 	return st
+}
+
+// part is a record that counts for a site's completeness while live: a
+// source (its collectors' records merged) or a collector's site record.
+type part struct {
+	caught, silent time.Time
+	seen           time.Time // the latest write: live until seen + forgetAfter
+	rec            ownerRecord
+}
+
+func (p part) live(at time.Time) bool { return !p.seen.Before(at.Add(-forgetAfter)) }
+
+// silentSince is when the site's current silence began, from every part,
+// forgotten or not: the smallest silent of the parts live at now, then of
+// any part still live (not forgotten) when that silence began, and so on:
+// the parts that held the site incomplete one after another without a
+// moment between when none did. It does not depend on now once the parts
+// are forgotten (it starts from when the last of them was), so the key of
+// one silence stays the same while its records are forgotten one by one:
+// one notice per silence, also for two collectors stopped at different
+// times. A part forgotten before a silence began (a collector removed for
+// good before the others stopped) does not reach back into it.
+func silentSince(parts []part, now time.Time) time.Time {
+	var latest time.Time
+	for _, p := range parts {
+		if p.seen.After(latest) {
+			latest = p.seen
+		}
+	}
+	since := minTime(now, latest.Add(forgetAfter))
+	for changed := true; changed; {
+		changed = false
+		for _, p := range parts {
+			if p.live(since) && p.silent.Before(since) {
+				since, changed = p.silent, true
+			}
+		}
+	}
+	return since
 }
 
 // later reports whether r says more recently than than how far its
@@ -272,13 +329,18 @@ func (s *Store) Records(ctx context.Context, sites []string) ([]ownerRecord, err
 		return nil, nil
 	}
 	var out []ownerRecord
-	q := "SELECT site, source_id, collector, argMax(host, seen), argMax(path, seen), min(started), max(seen), max(caught_up) FROM " + s.dbName +
+	// released: no write of the record is later than its latest release
+	// (maxIf of no row is the epoch, before any write).
+	q := "SELECT site, source_id, collector, argMax(host, seen), argMax(path, seen), min(started), max(seen), max(caught_up), " +
+		"toUInt8(maxIf(seen, released = 1) >= maxIf(seen, released = 0)) FROM " + s.dbName +
 		".source_owners WHERE site IN ? GROUP BY site, source_id, collector"
 	err := s.db.Select(ctx, q, []any{inSet(sites)}, func(scan func(...any) error) error {
 		var r ownerRecord
-		if err := scan(&r.Site, &r.Source, &r.Collector, &r.Host, &r.Path, &r.Started, &r.Seen, &r.CaughtUp); err != nil {
+		var released uint8
+		if err := scan(&r.Site, &r.Source, &r.Collector, &r.Host, &r.Path, &r.Started, &r.Seen, &r.CaughtUp, &released); err != nil {
 			return err
 		}
+		r.Released = released == 1
 		out = append(out, r)
 		return nil
 	})

@@ -21,6 +21,7 @@ func TestSiteStateOf(t *testing.T) {
 	site := func(collector string, seen time.Time) ownerRecord {
 		return ownerRecord{Site: "shop", Source: sink.SiteRecordID("shop"), Collector: collector, Host: "h-" + collector, Started: seen, Seen: seen, CaughtUp: seen}
 	}
+	released := func(r ownerRecord) ownerRecord { r.Released = true; return r }
 	epoch := time.Unix(0, 0).UTC()
 	cases := []struct {
 		name   string
@@ -93,12 +94,79 @@ func TestSiteStateOf(t *testing.T) {
 			behind: "a", silent: ago(2 * time.Hour),
 		},
 		{
-			name: "forgotten after a day: nowhere, silent since its last caught_up",
+			name: "forgotten after a day: nowhere, silent since it was when live (one key per silence)",
 			recs: []ownerRecord{
 				src(1, "a", ago(50*time.Hour), ago(25*time.Hour), ago(26*time.Hour)),
 				site("a", ago(25*time.Hour)),
 			},
-			behind: "a", silent: ago(25 * time.Hour),
+			behind: "a", silent: ago(26 * time.Hour),
+		},
+		{
+			name: "two collectors stopped 3h apart, the first forgotten: the silence still began at the first",
+			recs: []ownerRecord{
+				src(1, "a", ago(50*time.Hour), ago(25*time.Hour), ago(25*time.Hour+time.Minute)),
+				site("a", ago(25*time.Hour)),
+				src(2, "b", ago(50*time.Hour), ago(22*time.Hour), ago(22*time.Hour+time.Minute)),
+				site("b", ago(22*time.Hour)),
+			},
+			until: ago(22*time.Hour + time.Minute), behind: "b", silent: ago(25*time.Hour + time.Minute),
+		},
+		{
+			name: "both forgotten: the same",
+			recs: []ownerRecord{
+				src(1, "a", ago(80*time.Hour), ago(50*time.Hour), ago(50*time.Hour+time.Minute)),
+				site("a", ago(50*time.Hour)),
+				src(2, "b", ago(80*time.Hour), ago(47*time.Hour), ago(47*time.Hour+time.Minute)),
+				site("b", ago(47*time.Hour)),
+			},
+			behind: "b", silent: ago(50*time.Hour + time.Minute),
+		},
+		{
+			name: "a collector forgotten before the other stopped: not part of its silence",
+			recs: []ownerRecord{
+				src(1, "a", ago(80*time.Hour), ago(50*time.Hour), ago(50*time.Hour+time.Minute)),
+				site("a", ago(50*time.Hour)),
+				src(2, "b", ago(80*time.Hour), ago(3*time.Hour), ago(3*time.Hour+time.Minute)),
+				site("b", ago(3*time.Hour)),
+			},
+			until: ago(3*time.Hour + time.Minute), behind: "b", silent: ago(3*time.Hour + time.Minute),
+		},
+		{
+			name: "a collector stopped cleanly, its file taken over by another: its site record does not hold",
+			recs: []ownerRecord{
+				released(src(1, "a", ago(6*time.Hour), ago(5*time.Hour), ago(5*time.Hour+time.Minute))),
+				released(site("a", ago(5*time.Hour))),
+				src(1, "b", ago(5*time.Hour), ago(time.Minute), ago(2*time.Minute)),
+				site("b", ago(time.Minute)),
+			},
+			until: ago(2 * time.Minute), behind: "b", silent: ago(2 * time.Minute),
+		},
+		{
+			name: "a collector stopped cleanly, its file taken over by nobody: the file holds",
+			recs: []ownerRecord{
+				released(src(1, "a", ago(6*time.Hour), ago(5*time.Hour), ago(5*time.Hour+time.Minute))),
+				released(site("a", ago(5*time.Hour))),
+				src(2, "b", ago(5*time.Hour), ago(time.Minute), ago(2*time.Minute)),
+				site("b", ago(time.Minute)),
+			},
+			until: ago(5*time.Hour + time.Minute), behind: "a", silent: ago(5*time.Hour + time.Minute),
+		},
+		{
+			name: "a collector killed (not released) holds through its site record",
+			recs: []ownerRecord{
+				src(1, "a", ago(6*time.Hour), ago(5*time.Hour), sink.CaughtUpForever),
+				site("a", ago(5*time.Hour)),
+				src(2, "b", ago(5*time.Hour), ago(time.Minute), ago(2*time.Minute)),
+				site("b", ago(time.Minute)),
+			},
+			until: ago(5 * time.Hour), behind: "a", silent: ago(5 * time.Hour),
+		},
+		{
+			name: "the only collector stopped cleanly with no file: nowhere",
+			recs: []ownerRecord{
+				released(site("a", ago(5*time.Hour))),
+			},
+			behind: "a", silent: ago(5 * time.Hour),
 		},
 		{
 			name: "forgotten collector, another left: the site is judged by it",
@@ -214,11 +282,107 @@ func TestWindowsIn(t *testing.T) {
 	}
 }
 
-// The SQL index of a minute's window matches windowsIn's list.
-func TestWindowIndexSQL(t *testing.T) {
-	starts := []time.Time{time.Unix(3600, 0), time.Unix(7200, 0)}
-	if got, want := windowIndex(starts), "toUInt64(arrayCount(x -> x <= toUInt32(minute), [3600,7200]))"; got != want {
-		t.Errorf("windowIndex = %s, want %s", got, want)
+// Window runs: consecutive windows of one length share a run, so the SQL
+// numbering them grows with the runs, not the windows.
+func TestWindowRuns(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	at := func(s string) time.Time {
+		v, err := time.ParseInLocation("2006-01-02 15:04", s, berlin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	minute := Window{Size: time.Minute, Loc: berlin}
+	hour := Window{Size: time.Hour, Loc: berlin}
+	sixHours := Window{Size: 6 * time.Hour, Loc: berlin}
+	// A day of 1m windows and the same minutes on 30 days before: 31
+	// consecutive days, one run (no daylight-saving change among them: a
+	// change starts a new run).
+	var baselined []time.Time
+	for d := 30; d >= 0; d-- {
+		from := at("2026-12-19 12:00").AddDate(0, 0, -d)
+		baselined = append(baselined, minute.windowsIn(from, from.Add(day))...)
+	}
+	// Two hours of 1h windows, a week apart: two runs.
+	weekly := append(hour.windowsIn(at("2026-11-13 10:00"), at("2026-11-13 12:00")), hour.windowsIn(at("2026-11-20 10:00"), at("2026-11-20 12:00"))...)
+	cases := []struct {
+		name   string
+		w      Window
+		starts []time.Time
+		want   []windowRun
+	}{
+		{"none", hour, nil, nil},
+		{"1m, 31 days: one run", minute, dedup(baselined), []windowRun{{first: at("2026-11-19 12:00").Unix(), step: 60, n: 31 * 1440, base: 1}}},
+		{"1h a week apart", hour, weekly, []windowRun{
+			{first: at("2026-11-13 10:00").Unix(), step: 3600, n: 2, base: 1},
+			{first: at("2026-11-20 10:00").Unix(), step: 3600, n: 2, base: 3},
+		}},
+		{"6h on a 23-hour day: the last is 5h, a run of its own", sixHours, sixHours.windowsIn(at("2026-03-29 00:00"), at("2026-03-30 00:00")), []windowRun{
+			{first: at("2026-03-29 00:00").Unix(), step: 6 * 3600, n: 3, base: 1},
+			{first: at("2026-03-29 19:00").Unix(), step: 5 * 3600, n: 1, base: 4},
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := windowRuns(c.w, c.starts)
+			if len(got) != len(c.want) {
+				t.Fatalf("runs %+v, want %+v", got, c.want)
+			}
+			for i := range got {
+				if got[i] != c.want[i] {
+					t.Errorf("run %d: %+v, want %+v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+}
+
+func dedup(ts []time.Time) []time.Time {
+	seen := map[int64]bool{}
+	var out []time.Time
+	for _, t := range ts {
+		if !seen[t.Unix()] {
+			seen[t.Unix()] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// The SQL of window groups stays under its budget however many runs, and
+// numbers every window once.
+func TestWindowGroups(t *testing.T) {
+	w := Window{Size: time.Hour}
+	one := windowGroups(w, []time.Time{time.Unix(3600, 0), time.Unix(7200, 0)}, maxBound/2)
+	if len(one) != 1 {
+		t.Fatalf("%d groups, want 1", len(one))
+	}
+	const m = "toInt64(toUInt32(minute))"
+	if want := "toUInt64(multiIf(" + m + " >= 3600 AND " + m + " < 10800, 1 + intDiv(" + m + " - 3600, 3600), 0))"; one[0].idx != want {
+		t.Errorf("idx %s, want %s", one[0].idx, want)
+	}
+	if want := " AND ((minute >= toDateTime(3600) AND minute < toDateTime(10800)))"; one[0].where != want {
+		t.Errorf("where %s, want %s", one[0].where, want)
+	}
+	// 2,000 windows a day apart: 2,000 runs.
+	var starts []time.Time
+	for i := range 2000 {
+		starts = append(starts, time.Unix(int64(i)*86400, 0))
+	}
+	groups := windowGroups(w, starts, maxBound/2)
+	if len(groups) < 2 {
+		t.Fatalf("%d groups for 2,000 runs, want several", len(groups))
+	}
+	n := 0
+	for _, g := range groups {
+		if g.size() > maxBound/2 {
+			t.Errorf("a group of %d bytes, over its budget %d", g.size(), maxBound/2)
+		}
+		n += strings.Count(g.idx, "intDiv")
+	}
+	if n != 2000 {
+		t.Errorf("%d runs numbered, want 2000", n)
 	}
 }
 

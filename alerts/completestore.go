@@ -3,7 +3,6 @@ package alerts
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -49,21 +48,80 @@ func (s *Store) ActivePages(ctx context.Context, r *Rule, site string, since tim
 	return out, nil
 }
 
-// windowIndex is SQL for the 1-based index of the window holding minute,
-// among consecutive windows starting at starts: how many start at or
-// before it. The list is numbers the sweeper computed (daylight saving
-// makes windows of one size start at irregular offsets), not data.
-func windowIndex(starts []time.Time) string {
-	var b strings.Builder
-	b.WriteString("toUInt64(arrayCount(x -> x <= toUInt32(minute), [")
+// windowGroup is SQL that numbers the minutes of some of a rule's windows
+// by window: idx is the 1-based index (among all the windows asked for) of
+// the window holding minute, 0 outside them; where (" AND (...)") keeps
+// only their minutes. Its text is numbers the sweeper computed, not data.
+type windowGroup struct {
+	idx, where string
+}
+
+// size is the group's SQL text in bytes, taken from the budget of a
+// query's bound literals (maxBound).
+func (g windowGroup) size() int { return len(g.idx) + len(g.where) }
+
+// windowRun is n consecutive windows of one length (step seconds) from
+// first (Unix seconds), the first of them window base (1-based).
+type windowRun struct {
+	first, step int64
+	n, base     int
+}
+
+// windowRuns cuts starts (sorted, windows of w that are equal or apart)
+// into runs of consecutive windows of one length: the index of a minute
+// in a run is arithmetic, so a query's text grows with the runs, not with
+// the windows (a 1m window with a baseline of 30 days is 44,640 windows
+// but one run; daylight saving, a day not a multiple of the window and
+// baseline periods apart start new runs).
+func windowRuns(w Window, starts []time.Time) []windowRun {
+	var runs []windowRun
 	for i, t := range starts {
-		if i > 0 {
-			b.WriteByte(',')
+		s, e := t.Unix(), w.End(t).Unix()
+		if k := len(runs) - 1; k >= 0 {
+			r := &runs[k]
+			if e-s == r.step && s == r.first+int64(r.n)*r.step {
+				r.n++
+				continue
+			}
 		}
-		b.WriteString(strconv.FormatInt(t.Unix(), 10))
+		runs = append(runs, windowRun{first: s, step: e - s, n: 1, base: i + 1})
 	}
-	b.WriteString("]))")
-	return b.String()
+	return runs
+}
+
+// windowGroups is SQL numbering the minutes of w's windows starting at
+// starts, cut into groups of at most budget bytes each (one query per
+// group): whatever the windows, every query stays under max_query_size.
+func windowGroups(w Window, starts []time.Time, budget int) []windowGroup {
+	const m = "toInt64(toUInt32(minute))"
+	var out []windowGroup
+	var idx, where strings.Builder
+	flush := func() {
+		if idx.Len() == 0 {
+			return
+		}
+		out = append(out, windowGroup{
+			idx:   "toUInt64(multiIf(" + idx.String() + "0))",
+			where: " AND (" + where.String() + ")",
+		})
+		idx.Reset()
+		where.Reset()
+	}
+	for _, r := range windowRuns(w, starts) {
+		end := r.first + int64(r.n)*r.step
+		i := fmt.Sprintf("%s >= %d AND %s < %d, %d + intDiv(%s - %d, %d), ", m, r.first, m, end, r.base, m, r.first, r.step)
+		c := fmt.Sprintf("(minute >= toDateTime(%d) AND minute < toDateTime(%d))", r.first, end)
+		if idx.Len() > 0 && idx.Len()+where.Len()+len(i)+len(c)+64 > budget {
+			flush()
+		}
+		idx.WriteString(i)
+		if where.Len() > 0 {
+			where.WriteString(" OR ")
+		}
+		where.WriteString(c)
+	}
+	flush()
+	return out
 }
 
 // windowCount is one page's count in one window.
@@ -83,7 +141,6 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 	}
 	f, fargs := filters(r)
 	m := r.metric()
-	idx := windowIndex(starts)
 	run := func(q string, args []any) error {
 		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
 			var p string
@@ -102,19 +159,23 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 			return nil
 		})
 	}
-	if whole {
-		q := "SELECT '' AS p, " + idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
-			"." + m.rollup + " WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY p, w"
-		if err := run(q, []any{site, starts[0].Unix(), end.Unix()}); err != nil {
-			return nil, fmt.Errorf("count the windows of %s for rule %s: %w", site, r.Name, err)
+	// The bound of [starts[0], end) stays: the groups' ranges cut it (the
+	// windows are consecutive), and the table's order wants one range.
+	for _, g := range windowGroups(r.Window, starts, maxBound/2) {
+		if whole {
+			q := "SELECT '' AS p, " + g.idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
+				"." + m.rollup + " WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + g.where + f + " GROUP BY p, w"
+			if err := run(q, []any{site, starts[0].Unix(), end.Unix()}); err != nil {
+				return nil, fmt.Errorf("count the windows of %s for rule %s: %w", site, r.Name, err)
+			}
+			continue
 		}
-		return out, nil
-	}
-	for _, part := range chunks(paths, maxBound) {
-		q := "SELECT path, " + idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
-			"." + m.rollup + " WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + f + " GROUP BY path, w"
-		if err := run(q, []any{site, inSet(part), starts[0].Unix(), end.Unix()}); err != nil {
-			return nil, fmt.Errorf("count the windows of %d pages for rule %s: %w", len(part), r.Name, err)
+		for _, part := range chunks(paths, maxBound-g.size()) {
+			q := "SELECT path, " + g.idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
+				"." + m.rollup + " WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + g.where + f + " GROUP BY path, w"
+			if err := run(q, []any{site, inSet(part), starts[0].Unix(), end.Unix()}); err != nil {
+				return nil, fmt.Errorf("count the windows of %d pages for rule %s: %w", len(part), r.Name, err)
+			}
 		}
 	}
 	return out, nil

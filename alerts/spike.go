@@ -432,31 +432,15 @@ func changeLine(row Row, r *Rule, loc *time.Location) string {
 // ""), the hits in each window starting at starts (sorted, of one rule's
 // grid: two windows are equal or apart), by the window's start in Unix
 // seconds; windows without hits are left out. It reads the per-minute
-// rollup over the windows only, consecutive ones merged into one range.
+// rollup over the windows only, consecutive ones of one length merged into
+// one range (windowRuns).
 func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths []string, whole bool, starts []time.Time) (map[string]map[int64]int64, error) {
 	out := map[string]map[int64]int64{}
 	if len(starts) == 0 {
 		return out, nil
 	}
-	// The ranges: numbers the sweeper computed, not data.
-	var ranges []string
-	from, to := starts[0], r.Window.End(starts[0])
-	flush := func() {
-		ranges = append(ranges, fmt.Sprintf("(minute >= toDateTime(%d) AND minute < toDateTime(%d))", from.Unix(), to.Unix()))
-	}
-	for _, w := range starts[1:] {
-		if w.Equal(to) {
-			to = r.Window.End(w)
-			continue
-		}
-		flush()
-		from, to = w, r.Window.End(w)
-	}
-	flush()
-	where := " AND (" + strings.Join(ranges, " OR ") + ")"
 	f, fargs := filters(r)
 	m := r.metric()
-	idx := windowIndex(starts)
 	run := func(q string, args []any) error {
 		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
 			var p string
@@ -474,17 +458,23 @@ func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths
 			return nil
 		})
 	}
-	if whole {
-		q := "SELECT '' AS p, " + idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ?" + where + f + " GROUP BY p, w"
-		if err := run(q, []any{site}); err != nil {
-			return nil, fmt.Errorf("count the windows and baselines of %s for rule %s: %w", site, r.Name, err)
+	// The windows in groups of runs (windowGroups), each under half the
+	// budget of bound text, the paths in the rest: a rule of 1m windows
+	// with a baseline of 60 days is a few queries, not one over
+	// max_query_size.
+	for _, g := range windowGroups(r.Window, starts, maxBound/2) {
+		if whole {
+			q := "SELECT '' AS p, " + g.idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ?" + g.where + f + " GROUP BY p, w"
+			if err := run(q, []any{site}); err != nil {
+				return nil, fmt.Errorf("count the windows and baselines of %s for rule %s: %w", site, r.Name, err)
+			}
+			continue
 		}
-		return out, nil
-	}
-	for _, part := range chunks(paths, maxBound) {
-		q := "SELECT path, " + idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ? AND path IN ?" + where + f + " GROUP BY path, w"
-		if err := run(q, []any{site, inSet(part)}); err != nil {
-			return nil, fmt.Errorf("count the windows and baselines of %d pages for rule %s: %w", len(part), r.Name, err)
+		for _, part := range chunks(paths, maxBound-g.size()) {
+			q := "SELECT path, " + g.idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ? AND path IN ?" + g.where + f + " GROUP BY path, w"
+			if err := run(q, []any{site, inSet(part)}); err != nil {
+				return nil, fmt.Errorf("count the windows and baselines of %d pages for rule %s: %w", len(part), r.Name, err)
+			}
 		}
 	}
 	return out, nil
