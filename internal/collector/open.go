@@ -118,6 +118,9 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 	if !ok {
 		return start, how, true, nil
 	}
+	// The span in the log: what a line missing after a crash is checked
+	// against.
+	how += fmt.Sprintf(", batch in flight [%d, %d]", span.First, span.Last)
 	// Whatever follows reads the batch's lines again to be the same block,
 	// or to skip what the store holds: never again under another format,
 	// and with the formats that parsed it (prepare), not a fresh detection.
