@@ -84,7 +84,19 @@ func childCollector() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		n, err := testenv.Count(ctx, s, "SELECT (SELECT count() FROM "+d.Name+".hits) + (SELECT count() FROM "+d.Name+".rejects)")
+		// Asked up to 3 times: a round's end cancels the collector's
+		// queries, and the driver may hand out a connection that left
+		// broken ("use of closed network connection", seen once after the
+		// 7th round of a final run); the next attempt dials afresh.
+		var n uint64
+		for try := range 3 {
+			n, err = testenv.Count(ctx, s, "SELECT (SELECT count() FROM "+d.Name+".hits) + (SELECT count() FROM "+d.Name+".rejects)")
+			if err == nil {
+				break
+			}
+			fmt.Fprintf(os.Stderr, "count the store's rows (attempt %d): %v\n", try+1, err)
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
