@@ -161,9 +161,10 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 			// its rejects, a second insert, may not have. The rejects
 			// before that last hit are behind the resume offset: the batch
 			// is read from its first line, and what the store holds is
-			// read past (found by the adversary of issue 17: 93 lines of
-			// a batch, rejects before its last hit, stored nowhere after a
-			// kill -9 between the two inserts).
+			// read past (found while chasing a loss the adversary of issue
+			// 17 reported: on a server without deduplication, the rejects
+			// before a batch's last hit were stored nowhere after a stop
+			// between its two inserts; loss17_integration_test.go).
 			if err := r.SeekTo(span.First); err != nil {
 				return 0, "", false, err
 			}
