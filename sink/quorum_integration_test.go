@@ -377,6 +377,11 @@ func TestQuorumInsertsMeetInAView(t *testing.T) {
 	})
 
 	t.Run("one sink takes turns", func(t *testing.T) {
+		// A sink whose inserts may take their time: a quorum insert of
+		// 500 rows writes five replicated tables in turn, over 2 s on a
+		// loaded machine (CI: i/o timeouts at 2 s once hits_visitors_1m
+		// was added). What is pinned is that no rollup misses a batch.
+		s := openQuorum(t, servers, 2, 30*time.Second)
 		var wg sync.WaitGroup
 		batches := make([]*sink.Batch, 4*5)
 		t0 := time.Now()
