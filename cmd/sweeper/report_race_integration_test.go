@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -54,54 +52,25 @@ func testReportRacingReplicas(t *testing.T, claims string) {
 		t.Fatal(err)
 	}
 	store := fmt.Sprintf("clickhouse: {addr: [%q], database: %s}", ch.Addr(), h.db)
-	var reps []replica
-	switch claims {
-	case "keeper":
-		zk := testenv.ZooKeeper(t)
-		for i := range raceK {
-			cfg := reportRaceConfig(t, h, fmt.Sprintf("replica%d", i), store, "keeper", fmt.Sprintf("state%d", i),
-				fmt.Sprintf("keeper: {addr: [%q], root: %s, session_timeout: 6s}", zk.Addr(), raceRoot))
-			reps = append(reps, replica{name: fmt.Sprintf("keeper%d", i), cfg: cfg})
-		}
-	default:
-		cfg := reportRaceConfig(t, h, "local", store, "local", "state", "")
-		for i := range raceK {
-			reps = append(reps, replica{name: fmt.Sprintf("local%d", i), cfg: cfg})
-		}
-	}
-	refused := func(e exit) bool {
-		return claims == "local" && e.code == 1 && strings.Contains(e.stderr, alerts.ErrAnotherSweeper.Error())
-	}
-	for tick := range 3 {
-		stop := h.watch()
-		exits := h.tick(reps)
-		stop()
-		n := h.checkExits(fmt.Sprintf("tick %d", tick), exits, refused)
-		t.Logf("tick %d: %d replicas, %d refused", tick, len(reps), n)
-	}
+	reps := h.kindReplicas(claims, func(name, claims, stateDir, extra string) string {
+		return reportRaceConfig(t, h, name, store, claims, stateDir, extra)
+	})
+	h.onceTicks(reps, claims, 3)
 
-	perKey := map[string]int{}
-	ids := map[string]string{}
-	for _, m := range h.smtp.Messages(t) {
-		k := m.Header.Get("X-Hitcount-Crossing")
-		perKey[k]++
-		ids[k] = m.Header.Get("Message-Id")
-	}
-	states := h.states()
+	states, _, bad := h.exactlyOnce()
 	if len(states) != 2 {
 		t.Errorf("%d crossings recorded, want the weekly and the monthly report: %v", len(states), states)
 	}
-	for k, st := range states {
-		if st != alerts.StateSent || perKey[k] != 1 {
-			t.Errorf("report %s: %s, %d emails; want sent, once", k, st, perKey[k])
-		}
+	for _, b := range bad {
+		t.Errorf("report %s; want sent, once", b)
+	}
+	ids := map[string]string{}
+	for _, m := range h.smtp.Messages(t) {
+		ids[m.Header.Get("X-Hitcount-Crossing")] = m.Header.Get("Message-Id")
+	}
+	for k := range states {
 		if want := "<hitcount." + k + "@example.com>"; ids[k] != want {
 			t.Errorf("report %s: Message-ID %s, want %s", k, ids[k], want)
-		}
-	}
-	for k, n := range perKey {
-		if _, ok := states[k]; !ok {
-			t.Errorf("%s: %d emails for no crossing", k, n)
 		}
 	}
 	if len(h.left) > 0 {

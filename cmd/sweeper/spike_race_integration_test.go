@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/hitcount/hitcount/alerts"
 	"github.com/hitcount/hitcount/internal/testenv"
 	"github.com/hitcount/hitcount/parser"
 	"github.com/hitcount/hitcount/sink"
@@ -70,59 +68,13 @@ func testSpikeDropRacingReplicas(t *testing.T, claims string) {
 		t.Fatal(err)
 	}
 	store := fmt.Sprintf("clickhouse: {addr: [%q], database: %s}", ch.Addr(), h.db)
-	var reps []replica
-	switch claims {
-	case "keeper":
-		zk := testenv.ZooKeeper(t)
-		for i := range raceK {
-			cfg := spikeRaceConfig(t, h, fmt.Sprintf("replica%d", i), store, "keeper", fmt.Sprintf("state%d", i),
-				fmt.Sprintf("keeper: {addr: [%q], root: %s, session_timeout: 6s}", zk.Addr(), raceRoot))
-			reps = append(reps, replica{name: fmt.Sprintf("keeper%d", i), cfg: cfg})
-		}
-	default:
-		cfg := spikeRaceConfig(t, h, "local", store, "local", "state", "")
-		for i := range raceK {
-			reps = append(reps, replica{name: fmt.Sprintf("local%d", i), cfg: cfg})
-		}
-	}
-	refused := func(e exit) bool {
-		return claims == "local" && e.code == 1 && strings.Contains(e.stderr, alerts.ErrAnotherSweeper.Error())
-	}
-	for tick := range 3 {
-		stop := h.watch()
-		exits := h.tick(reps)
-		stop()
-		n := h.checkExits(fmt.Sprintf("tick %d", tick), exits, refused)
-		t.Logf("tick %d: %d replicas, %d refused", tick, len(reps), n)
-	}
+	reps := h.kindReplicas(claims, func(name, claims, stateDir, extra string) string {
+		return spikeRaceConfig(t, h, name, store, claims, stateDir, extra)
+	})
+	h.onceTicks(reps, claims, 3)
 
-	perKey := map[string]int{}
-	for _, m := range h.smtp.Messages(t) {
-		perKey[m.Header.Get("X-Hitcount-Crossing")]++
-	}
-	states := h.states()
-	kinds := map[string]int{}
-	if err := h.store.Select(ctx, "SELECT argMax(kind, version) FROM "+h.db+".crossings GROUP BY key", nil, func(scan func(...any) error) error {
-		var k string
-		if err := scan(&k); err != nil {
-			return err
-		}
-		kinds[k]++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	var bad []string
-	for k, st := range states {
-		if st != alerts.StateSent || perKey[k] != 1 {
-			bad = append(bad, fmt.Sprintf("%s: %s, %d emails", k, st, perKey[k]))
-		}
-	}
-	for k, n := range perKey {
-		if _, ok := states[k]; !ok {
-			bad = append(bad, fmt.Sprintf("%s: %d emails for no crossing", k, n))
-		}
-	}
+	states, _, bad := h.exactlyOnce()
+	kinds := h.crossingsBy("kind")
 	t.Logf("%s: %d crossings (%v), %d messages, %d left sent", claims, len(states), kinds, len(h.smtp.Messages(t)), len(h.left))
 	if len(bad) > 0 || len(h.left) > 0 {
 		t.Errorf("not exactly once: %d bad, e.g. %v; %d seen leaving sent", len(bad), bad[:min(len(bad), 3)], len(h.left))
