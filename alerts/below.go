@@ -168,28 +168,10 @@ func heldNote(due, now, last time.Time, st siteState, loc *time.Location) string
 func (s *Sweeper) below(ctx context.Context, r *Rule, st siteState, now, last time.Time) (evaluation, error) {
 	var ev evaluation
 	loc := r.Window.loc()
-	lo := now.Add(-lookback(r.Window))
-	if st.DataSince.After(lo) {
-		lo = st.DataSince // no window before the site's first hit
-	}
-	ended := r.Window.windowsIn(lo, now.Add(-s.o.Lateness))
-	h := st.horizon(now, s.o.Lateness)
+	lo := lookbackFrom(r, st, now)
 	var starts []time.Time
-	for _, w := range ended {
-		if end := r.Window.End(w); !h.IsZero() && !end.After(h) {
-			starts = append(starts, w)
-		} else {
-			ev.held = true
-		}
-	}
-	if ev.held {
-		waiting := len(ended) - len(starts)
-		ev.note = fmt.Sprintf("%s: %d window(s) wait, from %s", st.untilText(loc), waiting, stamp(ended[len(starts)], loc))
-	}
+	starts, ev.held, ev.note = s.completeWindows(r, st, now)
 	if len(starts) == 0 {
-		if !ev.held {
-			ev.note = fmt.Sprintf("%s: no window has ended since collecting began", st.untilText(loc))
-		}
 		return ev, nil
 	}
 	end := r.Window.End(starts[len(starts)-1])

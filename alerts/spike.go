@@ -177,11 +177,7 @@ func decodeChangeNote(s string) (changeNote, bool) {
 // whether some that ended are not (held), with a note saying so.
 func (s *Sweeper) completeWindows(r *Rule, st siteState, now time.Time) (starts []time.Time, held bool, note string) {
 	loc := r.Window.loc()
-	lo := now.Add(-lookback(r.Window))
-	if st.DataSince.After(lo) {
-		lo = st.DataSince // no window before the site's first hit
-	}
-	ended := r.Window.windowsIn(lo, now.Add(-s.o.Lateness))
+	ended := r.Window.windowsIn(lookbackFrom(r, st, now), now.Add(-s.o.Lateness))
 	h := st.horizon(now, s.o.Lateness)
 	for _, w := range ended {
 		if end := r.Window.End(w); !h.IsZero() && !end.After(h) {
@@ -197,6 +193,16 @@ func (s *Sweeper) completeWindows(r *Rule, st siteState, now time.Time) (starts 
 		note = fmt.Sprintf("%s: no window has ended since collecting began", st.untilText(loc))
 	}
 	return starts, held, note
+}
+
+// lookbackFrom is where r's windows are evaluated from at now: the
+// lookback, and no window before the site's first hit.
+func lookbackFrom(r *Rule, st siteState, now time.Time) time.Time {
+	lo := now.Add(-lookback(r.Window))
+	if st.DataSince.After(lo) {
+		lo = st.DataSince
+	}
+	return lo
 }
 
 // change evaluates a spike or drop rule: every complete window of the
