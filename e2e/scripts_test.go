@@ -41,7 +41,9 @@ func startScript(t *testing.T, repo string, env []string, args ...string) *scrip
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			s.mu.Lock()
@@ -52,8 +54,12 @@ func startScript(t *testing.T, repo string, env []string, args ...string) *scrip
 			default:
 			}
 		}
+		io.Copy(io.Discard, r) // past a line too long to scan, so the script never blocks on its output
 	}()
-	go func() { err := s.cmd.Wait(); w.Close(); s.exited <- err }()
+	// exited is sent only once every line is in out: Wait returns as soon as
+	// the pipe's reader has taken the last bytes, before the scanner has
+	// appended them, and a test that reads output() on exit would miss them.
+	go func() { err := s.cmd.Wait(); w.Close(); <-scanned; s.exited <- err }()
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil {
 			syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
