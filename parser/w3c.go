@@ -168,6 +168,27 @@ func (c *columns) isDirective(line []byte) bool {
 	return i < len(line) && (line[i] >= 'a' && line[i] <= 'z' || line[i] >= 'A' && line[i] <= 'Z' || line[i] == '_')
 }
 
+// HeaderDirective names the header line's directive when it is one whose
+// value a Parser reads, lower-cased: "fields", "date", "start-date" or
+// "gmt-offset"; any other line is "". A caller that keeps a file's header
+// block (to parse a resumed file as it was first parsed) must keep the last of
+// each of these however long the block grows; the rest carry nothing a hit
+// needs.
+func HeaderDirective(line []byte) string {
+	if len(line) == 0 || line[0] != '#' {
+		return ""
+	}
+	name, _, ok := bytes.Cut(line[1:], []byte{':'})
+	if !ok {
+		return ""
+	}
+	switch n := strings.ToLower(string(bytes.TrimSpace(name))); n {
+	case "fields", "date", "start-date", "gmt-offset":
+		return n
+	}
+	return ""
+}
+
 // directive applies a header line: "#Fields:" and "#Date:" for W3C and
 // CloudFront (the other directives carry nothing a hit needs), the CSV header
 // for Cloud Storage.
@@ -181,11 +202,8 @@ func (c *columns) directive(line []byte) {
 		c.setFields(b.String())
 		return
 	}
-	name, value, ok := bytes.Cut(line[1:], []byte{':'})
-	if !ok {
-		return
-	}
-	switch string(bytes.ToLower(bytes.TrimSpace(name))) {
+	_, value, _ := bytes.Cut(line, []byte{':'})
+	switch HeaderDirective(line) {
 	case "fields":
 		c.setFields(string(value))
 		c.sawFields = true

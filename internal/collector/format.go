@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/hitcount/hitcount/internal/lines"
@@ -914,31 +913,17 @@ func appendHeader(block [][]byte, line []byte) [][]byte {
 	if len(block) < maxHeaderLines {
 		return append(block, bytes.Clone(line))
 	}
-	kind := directiveKind(line)
-	switch kind {
-	case "fields", "date", "start-date", "gmt-offset":
-	default:
+	kind := parser.HeaderDirective(line)
+	if kind == "" {
 		return block
 	}
 	for i := maxHeaderLines; i < len(block); i++ {
-		if directiveKind(block[i]) == kind {
+		if parser.HeaderDirective(block[i]) == kind {
 			block[i] = bytes.Clone(line)
 			return block
 		}
 	}
 	return append(block, bytes.Clone(line))
-}
-
-// directiveKind is the lower-case name of a "#Name: value" line.
-func directiveKind(line []byte) string {
-	if len(line) == 0 || line[0] != '#' {
-		return ""
-	}
-	name, _, ok := bytes.Cut(line[1:], []byte{':'})
-	if !ok {
-		return ""
-	}
-	return strings.ToLower(string(bytes.TrimSpace(name)))
 }
 
 // parserAt is a new parser for the line at off, as the reader parsed it:
