@@ -54,6 +54,7 @@ func openClusterSink(t *testing.T, ctx context.Context, addrs ...string) *sink.S
 // within its ZooKeeper session and commits the first rejects block, whose
 // checksum differs: the line is in rejects twice, on both replicas.
 func TestAdversaryRejectsDoubledAfterFailoverRestart(t *testing.T) {
+	t.Parallel()
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -145,6 +146,7 @@ func TestAdversaryRejectsDoubledAfterFailoverRestart(t *testing.T) {
 // than the one r1 still has. r1 is thawed (within its ZooKeeper session)
 // and commits L5..L9: five lines twice, on both replicas.
 func TestAdversaryHitsDoubledAfterSplitAndFailoverRestart(t *testing.T) {
+	t.Parallel()
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -256,6 +258,7 @@ func TestAdversaryHitsDoubledAfterSplitAndFailoverRestart(t *testing.T) {
 // window log_pointer > log_max_index with an empty queue, and the empty
 // replica is declared complete.
 func TestAdversaryReplicaCompleteWhileBeingCreated(t *testing.T) {
+	t.Parallel()
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -362,6 +365,7 @@ func TestAdversaryReplicaCompleteWhileBeingCreated(t *testing.T) {
 // removed, although this collector shipped it and knows where it stopped.
 // A control file shipped from two lines on resumes at once.
 func TestAdversaryFileKnownByFirstLineStallsWithReplicaDown(t *testing.T) {
+	t.Parallel()
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -433,6 +437,7 @@ func TestAdversaryFileKnownByFirstLineStallsWithReplicaDown(t *testing.T) {
 // (line 20) rather than waiting, and ships lines 21..50 as a new block; r1
 // comes back, r2 fetches r1's block of lines 21..40: 20 lines twice.
 func TestAdversaryRestoredStateDirDoublesLines(t *testing.T) {
+	t.Parallel()
 	adversaryGate(t)
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
@@ -500,6 +505,7 @@ func TestAdversaryRestoredStateDirDoublesLines(t *testing.T) {
 // last, 290 small parts of ingest_progress from other sources (merges
 // stopped; 300 is where 18.16 refuses inserts into a partition).
 func TestAdversaryResumeFromReplicaBeingCreated(t *testing.T) {
+	t.Parallel()
 	adversaryGate(t)
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
@@ -588,6 +594,7 @@ func TestAdversaryResumeFromReplicaBeingCreated(t *testing.T) {
 // nothing in flight and a record of what was acknowledged, ships nothing.
 // (A restarted collector ships it at once: TestPartOnlyOnDownReplica.)
 func TestAdversaryUnknownOutcomesHoldThePoolWithReplicaDown(t *testing.T) {
+	t.Parallel()
 	zoo := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zoo, "web", 2)
 	r1, r2 := servers[0], servers[1]

@@ -147,6 +147,7 @@ func settleStore(t *testing.T, st *store, atLeast uint64, timeout time.Duration)
 // it does (positions' in_flight_formats), and the batch is read again with
 // them.
 func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -205,6 +206,7 @@ func TestAdversary17SwitchInUnknownBatchThenRestart(t *testing.T) {
 // rejects. Fixed: the replay ends at its last line whatever that line is,
 // and held applies to over-long lines.
 func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -257,6 +259,7 @@ func TestAdversary17OverlongLastLineOfUnknownBatch(t *testing.T) {
 // committed" and not read at all. Fixed: a file that starts with '#'
 // lines is known by them and the first two lines after them.
 func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const cfHeader = "#Version: 1.0\n#Fields: date time x-edge-location sc-bytes c-ip cs-method cs(Host) cs-uri-stem sc-status cs(Referer) cs(User-Agent) cs-uri-query cs(Cookie) x-edge-result-type x-edge-request-id x-host-header cs-protocol cs-bytes time-taken\n"
 	cfRows := func(from, n int, start time.Time) []byte {
@@ -341,6 +344,7 @@ func TestAdversary17W3CFilesShareTheirIdentity(t *testing.T) {
 // covered it (found this way: 93 lines lost after a kill -9 between a
 // batch's hits and rejects inserts, see loss17_integration_test.go).
 func TestAdversary17KillNineWhileFormatsChange(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HC_ADV_SEED"); v != "" {
 		fmt.Sscan(v, &seed)
@@ -591,6 +595,7 @@ func logStarts(t *testing.T, log string, offsets []uint64) {
 // rejects: stored twice. The embedded engine replays the batch under
 // combined: its JSON lines land in rejects as well. Fixed as finding 1.
 func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -640,6 +645,7 @@ func TestAdversary17InFlightRereadUnderAnotherFormat(t *testing.T) {
 // every line of the file from there on is a reject, sampled 100 per batch:
 // its hits are gone from the counts until IIS writes another block.
 func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	const fieldsC = "cs(User-Agent) date time c-ip cs-method cs-uri-stem cs-uri-query sc-status sc-bytes time-taken"
 	ua := "Mozilla/5.0+" + string(bytes.Repeat([]byte("x"), 2000))
@@ -713,6 +719,7 @@ func TestAdversary17W3CResumedFarFromItsFieldsLine(t *testing.T) {
 // is detected again before each batch is sent (redetect); now every JSON
 // line is a hit.
 func TestAdversary17GarbageThenGoodLines(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)

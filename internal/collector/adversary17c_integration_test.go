@@ -75,6 +75,7 @@ func crashInFlight(t *testing.T, st *store, path string, tune func(*collector.Op
 // replayed block on the embedded engine). Fixed: past 64 lines a block
 // keeps the last of each directive a parser reads (appendHeader).
 func TestAdversary17cLongHeaderBlockInFlight(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -126,6 +127,7 @@ func TestAdversary17cLongHeaderBlockInFlight(t *testing.T) {
 // 1795619561970179959 and 1795619672270078851 (both backends, 10-18
 // rotations, 10-27 thousand rows each); kept as a probe.
 func TestAdversary17cKillNineW3C(t *testing.T) {
+	t.Parallel()
 	adversary17c(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("HC_ADV_SEED"); v != "" {
@@ -430,6 +432,7 @@ func logOddRejects(t *testing.T, st *store) {
 // still ships rows as rejects: a batch holding fewer than 5 of them
 // (shipMin), or one whose unsent rejects are mostly not rows.
 func TestAdversary17cW3CHeaderThenGarbageThenRows(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name string

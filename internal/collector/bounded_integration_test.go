@@ -37,6 +37,7 @@ func sourceID(t *testing.T, path, site string) uint64 {
 // out) keeps only that file waiting: every other file opens and ships
 // meanwhile, and the stuck one ships once the query ends.
 func TestStuckSourceDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
 	d := testenv.NewDatabase(t, "server")
 	st := newStore(t, d)
 	dir := t.TempDir()
@@ -75,6 +76,7 @@ func TestStuckSourceDoesNotBlockOthers(t *testing.T) {
 // A glob over a long history of rotated files keeps only a few open at once
 // (a descriptor and buffers each), reads them all, each line once.
 func TestRotatedHistoryOpenedAFewAtATime(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -175,6 +177,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // it waited an hour; in the chaos long run files waiting for a place were
 // deleted by rotation meanwhile).
 func TestRotatedFilesReadBeforeFinishAtOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()

@@ -69,6 +69,7 @@ func (g *gated) waiting() int {
 // caught up for ever; the site record goes on with the empty new file (no
 // source yet). A collector that stops keeps its files' last caught_up.
 func TestCaughtUpRecorded(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testCaughtUpRecorded)
 }
 

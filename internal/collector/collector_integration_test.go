@@ -45,6 +45,7 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 // On the embedded engine the engine dies with the collector, mid-insert
 // included; a start there costs about a second, so it is killed fewer times.
 func TestKillNineExactlyOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		kills := 25
 		if d.Backend == "embedded" {
@@ -101,6 +102,7 @@ func TestKillNineExactlyOnce(t *testing.T) {
 // Rotation tests: logrotate's create and copytruncate styles every few
 // thousand lines under a concurrent writer, rotated files gzipped.
 func TestRotationExactlyOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testRotationExactlyOnce)
 }
 
@@ -140,6 +142,7 @@ func testRotationExactlyOnce(t *testing.T, d *testenv.Database) {
 // recovers. The server may still finish the insert it was running: the
 // collector must wait for it before asking what was committed.
 func TestFrozenServerExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	st := newServerStore(t, ch, 2*time.Second)
 	dir := t.TempDir()
@@ -164,6 +167,7 @@ func TestFrozenServerExactlyOnce(t *testing.T) {
 
 // Outage: the server is stopped for 30 s mid-stream and started again.
 func TestOutageExactlyOnce(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	st := newServerStore(t, ch, 5*time.Second)
 	dir := t.TempDir()
@@ -187,6 +191,7 @@ func TestOutageExactlyOnce(t *testing.T) {
 // Malformed lines: 1 in 1000 malformed, binary garbage and a 1 MB line are
 // counted, sampled into the rejects table, and never stop the stream.
 func TestMalformedLinesCountedAndSampled(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	st := newServerStore(t, ch, 10*time.Second)
 	dir := t.TempDir()
@@ -236,6 +241,7 @@ func testLogLevel() slog.Level {
 // With a backlog of gigabytes and the server down, then shipping flat out, the
 // collector's memory stays bounded: it stops reading when its batches are full.
 func TestBacklogMemoryBounded(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	st := newServerStore(t, ch, 10*time.Second)
 	dir := t.TempDir()

@@ -73,6 +73,7 @@ func autoCollector(t *testing.T, st *store, glob, format string) (logs *lockedBu
 // lines it rejected that were not sent yet: every line is stored once, as
 // a hit or (sent before the change showed) a reject.
 func TestAutoFormatFollowsAChange(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		// The lines of the new format are in the first batch, never sent.
@@ -107,6 +108,7 @@ func TestAutoFormatFollowsAChange(t *testing.T) {
 // As above, with the first lines of the new format sent (as rejects)
 // before there were enough of them to show the change.
 func TestAutoFormatFollowsAChangePartlySent(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -139,6 +141,7 @@ func TestAutoFormatFollowsAChangePartlySent(t *testing.T) {
 // format that would accept the lines, and shown by a gauge; the lines are
 // still shipped, as rejects.
 func TestWrongFormatSaidOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		path := filepath.Join(t.TempDir(), "access.log")
@@ -230,6 +233,7 @@ const (
 // reject, and a file resumed after them, at a restart, gets them back first:
 // every line once with its fields, whichever header block it is under.
 func TestW3CHeaderLinesAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
@@ -279,6 +283,7 @@ func TestW3CHeaderLinesAcrossRestarts(t *testing.T) {
 // line: resumed after it, the file is read with those columns, not the
 // documented default order.
 func TestCSVHeaderAcrossARestart(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	// The default order with cs_uri and c_ip swapped, sc_status last.
 	header := `"time_micros","cs_uri","c_ip_type","c_ip_region","cs_method","c_ip","cs_bytes","sc_bytes","time_taken_micros","cs_host","cs_referer","cs_user_agent","s_request_id","cs_operation","cs_bucket","cs_object","sc_status"` + "\n"

@@ -15,6 +15,7 @@ import (
 // full, at the same time, each line once. Before, the second was taken for
 // the first and its lines were skipped without a word.
 func TestSameFirstLineTwoFiles(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -40,6 +41,7 @@ func TestSameFirstLineTwoFiles(t *testing.T) {
 // id when it grows and across restarts: its lines are not shipped again under
 // a two-line id.
 func TestOneLineFileKeepsItsID(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()

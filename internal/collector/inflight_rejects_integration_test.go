@@ -19,6 +19,7 @@ import (
 // sent: the reject arrives, no hit twice. Before, the reject was never sent
 // (found by the chaos harness in CI: a line dated 1969 in neither table).
 func TestRejectsOfBatchInFlightAfterStop(t *testing.T) {
+	t.Parallel()
 	d := testenv.NewDatabase(t, "server")
 	st := newStore(t, d)
 	dir := t.TempDir()

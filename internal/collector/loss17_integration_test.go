@@ -39,6 +39,7 @@ func garbageLines(from, n int) []byte {
 // two inserts); the table comes back and the collector starts again. Every
 // one of the 40 lines must be stored once.
 func TestLoss17RejectsBeforeTheLastHitOfABatchInFlight(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name                 string
@@ -95,6 +96,7 @@ func TestLoss17RejectsBeforeTheLastHitOfABatchInFlight(t *testing.T) {
 // counts rejects too. Here: a short file with format: auto, shipped by
 // the final run alone.
 func TestLoss17FinalRunShipsAShortTail(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	cases := []struct {
 		name          string

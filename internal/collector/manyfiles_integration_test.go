@@ -44,6 +44,7 @@ func writeGzip(t *testing.T, path string, data []byte) {
 // use at once: a file takes a batch only with a line in hand and gives it
 // back once committed, so a quiet file holds nothing.
 func TestManyFilesNeverStall(t *testing.T) {
+	t.Parallel()
 	t.Run("rotated history at first start", func(t *testing.T) {
 		testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 			st := newStore(t, d)
@@ -120,6 +121,7 @@ func TestManyFilesNeverStall(t *testing.T) {
 // a gzip of one) is a line like the others: shipped once, counted, and not
 // read again when the collector restarts.
 func TestFinishedFileLastLineWithoutNewline(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -149,6 +151,7 @@ func TestFinishedFileLastLineWithoutNewline(t *testing.T) {
 // yesterday's access.log.1 into access.log.2.gz) is not inserted again, even
 // past the store's deduplication window (1,000 blocks).
 func TestNoReplayOfAcknowledgedBatches(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()

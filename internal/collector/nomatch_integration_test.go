@@ -20,6 +20,7 @@ import (
 // and shows as 0 files in a gauge; when the log appears it is said, counted
 // and shipped.
 func TestSourceMatchingNothingIsSaid(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -68,6 +69,7 @@ func sourceFiles(t *testing.T, reg *prometheus.Registry) float64 {
 // A second collector on the same state directory refuses to run, naming the
 // first: two on the same files would ship their lines twice.
 func TestSecondCollectorOnOneStateDirRefused(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir, state := t.TempDir(), t.TempDir()

@@ -178,6 +178,7 @@ func collectorID(t *testing.T, state string) string {
 // and says who ships it; once the first stops, the second takes the file
 // over within one refresh interval: every line once.
 func TestSecondCollectorOnOneFileRefused(t *testing.T) {
+	t.Parallel()
 	ownersEnvs(t, func(t *testing.T, e *ownersEnv) {
 		const site = "owned"
 		path := filepath.Join(t.TempDir(), "access.log")
@@ -224,6 +225,7 @@ func TestSecondCollectorOnOneFileRefused(t *testing.T) {
 // hides a record (TestCollectorsOnLaggingReplicas) the bound is one
 // refresh interval: a line read after that is shipped once; none is lost.
 func TestCollectorsStartedTogetherOnOneFile(t *testing.T) {
+	t.Parallel()
 	ownersEnvs(t, func(t *testing.T, e *ownersEnv) {
 		const site = "together"
 		path := filepath.Join(t.TempDir(), "access.log")
@@ -311,6 +313,7 @@ func appendSlowly(t *testing.T, path string, seed uint64, steps, n int, at time.
 // replicas have each other's records, the next refresh stops one of the
 // two: no line written after that is shipped twice, and none is lost.
 func TestCollectorsOnLaggingReplicas(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -413,6 +416,7 @@ func TestCollectorsOnLaggingReplicas(t *testing.T) {
 // hitcount_collector_owners_unchecked: an upgrade whose schema step was
 // skipped must not stop shipping.
 func TestSourceOwnersOnEachStore(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		base := time.Date(2026, 11, 26, 11, 0, 0, 0, time.UTC)
@@ -495,6 +499,7 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // file then takes it over from where the store's lines end, after any
 // insert the killed one left running: every line once.
 func TestKilledCollectorsFileTakenOver(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	st := newServerStore(t, ch, 10*time.Second)
 	path := filepath.Join(t.TempDir(), "access.log")

@@ -22,6 +22,7 @@ import (
 // rejects, and the file keeps shipping. Before the split, each of these
 // files stalled at its first batch for good (an insert retried every 30 s).
 func TestPermanentRefusalShipsTheRest(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		later := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)

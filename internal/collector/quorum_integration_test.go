@@ -19,6 +19,7 @@ import (
 // ends on both replicas once, in hits and in the rollup: nothing lost,
 // nothing doubled, no rollup short of a batch.
 func TestCollectorQuorumReplicaDown(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]

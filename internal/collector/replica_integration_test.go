@@ -35,6 +35,7 @@ import (
 // every line is on both replicas once; or the operator removes r1 for good
 // (README), the part is declared lost, and the waiting file ships.
 func TestPartOnlyOnDownReplica(t *testing.T) {
+	t.Parallel()
 	for _, comesBack := range []bool{true, false} {
 		name := map[bool]string{true: "the replica comes back", false: "the replica is removed for good"}[comesBack]
 		t.Run(name, func(t *testing.T) { testPartOnlyOnDownReplica(t, comesBack) })

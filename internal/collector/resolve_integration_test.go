@@ -23,6 +23,7 @@ import (
 // rollups; on 18.16 a rollup misses what the failing view dropped, measured
 // here.
 func TestFailingViewExactlyOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		exec := func(sql string) {

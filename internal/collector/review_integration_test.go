@@ -23,6 +23,7 @@ import (
 // file was remembered as read at its size when the truncation was noticed,
 // so the new lines (50 of them) were skipped until the file changed again.
 func TestTruncatedAndRewrittenAtOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -52,6 +53,7 @@ func TestTruncatedAndRewrittenAtOnce(t *testing.T) {
 // first-line id): the busy one ships in full, and after a restart nothing is
 // shipped again. It waited for the quiet one to finish, that is for ever.
 func TestSameFirstLineOneQuiet(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()
@@ -86,6 +88,7 @@ func TestSameFirstLineOneQuiet(t *testing.T) {
 // loop) must not make the collector read root's file named like a rotated
 // log. The owner was checked by path and the directory opened by name.
 func TestSymlinkTargetSiblingsDirSwapped(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root: the attacker is another uid")
 	}

@@ -43,6 +43,7 @@ func history(t *testing.T, dir string, n int) {
 // start_at: beginning backfills the live log and its rotated siblings, gzipped
 // ones included, each line once.
 func TestBackfillReadsRotatedHistoryOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testBackfillReadsRotatedHistoryOnce)
 }
 
@@ -60,6 +61,7 @@ func testBackfillReadsRotatedHistoryOnce(t *testing.T, d *testenv.Database) {
 // identity is the content, so a reused inode (the filesystem's choice, logged)
 // changes nothing.
 func TestStartAtEndThenRotationAndInodeReuse(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testStartAtEndThenRotationAndInodeReuse)
 }
 
@@ -107,6 +109,7 @@ func testStartAtEndThenRotationAndInodeReuse(t *testing.T, d *testenv.Database) 
 // included, and a restart (the site now has lines) does not take that
 // history for files new since the first run.
 func TestStartAtEndLeavesHistoryOutAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		dir := t.TempDir()

@@ -28,6 +28,7 @@ import (
 // configured path that is itself a symlink (current.log -> the real log) is
 // still followed, unless the link's owner could not have written the target.
 func TestSymlinksAndSpecialFilesNotRead(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSymlinksAndSpecialFilesNotRead)
 }
 
@@ -214,6 +215,7 @@ func (b *lockedBuffer) Bytes() []byte {
 // everything written while the collector was down), each line once. A file
 // there owned by someone else is not read, whatever its name.
 func TestSymlinkedLogRotatedBesideItsTarget(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		st := newStore(t, d)
 		root := t.TempDir()

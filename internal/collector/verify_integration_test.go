@@ -37,6 +37,7 @@ import (
 // embedded engine and the cluster, hits held 0 of the 300 lines after the
 // re-send or the replay was acknowledged.
 func TestResentBatchVerified(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		testResentBatchVerified(t, newStore(t, d), "")
 	})

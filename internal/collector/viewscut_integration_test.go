@@ -79,6 +79,7 @@ func (v *viewsCut) Exclusive() bool {
 // deduplication) the restart sends only what hits lacks; its rollups keep
 // what the views missed (the documented limit of 18.16).
 func TestViewsCutByKillAreFilledAtRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		lastLine string // how the rotated file ends

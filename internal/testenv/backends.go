@@ -35,8 +35,9 @@ type Store interface {
 var Backends = []string{"server", "embedded"}
 
 // EachBackend runs fn as a subtest per backend with a fresh database on it.
-// Subtests run one after another: the embedded engine serves one data
-// directory per process.
+// Subtests run one after another. A test that calls t.Parallel first runs
+// alongside others; its embedded subtest waits while another test holds the
+// engine (see engineGate).
 func EachBackend(t *testing.T, fn func(t *testing.T, db *Database)) {
 	for _, b := range Backends {
 		t.Run(b, func(t *testing.T) { fn(t, NewDatabase(t, b)) })
@@ -67,6 +68,7 @@ func NewDatabase(t testing.TB, backend string) *Database {
 		d.Addr = d.Server.Addr()
 	case "embedded":
 		RequireChdb(t)
+		engine.enter(t)
 		d.Data = filepath.Join(t.TempDir(), "data")
 	default:
 		t.Fatalf("no backend %q", backend)
