@@ -85,6 +85,7 @@ rules:
 // The same happens with two collectors of one site stopped at different
 // times when the first is forgotten. No seed: deterministic.
 func TestAdversary19NoDataNoticeTwiceWhenForgotten(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testAdversary19NoDataNoticeTwiceWhenForgotten)
 }
 
@@ -133,6 +134,7 @@ func testAdversary19NoDataNoticeTwiceWhenForgotten(t *testing.T, d *testenv.Data
 // deterministic. Kept, gated, as the documented behaviour: such an edit
 // makes new crossings (docs/operations.md, "Rules removed or renamed").
 func TestAdversary19ConfigEditResends(t *testing.T) {
+	t.Parallel()
 	adversary19(t)
 	testenv.EachBackend(t, testAdversary19ConfigEditResends)
 }
@@ -247,6 +249,7 @@ rules:
 // ever, and a spike of 400 against 10 is never sent. Measured: 0 emails,
 // want 1. No seed: deterministic.
 func TestAdversary19SpikeQueryTooLarge(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testAdversary19SpikeQueryTooLarge)
 }
 
@@ -311,6 +314,7 @@ rules:
 // complete only until 02:03 (collector c1 ...)"). Want: the below by 06:15,
 // no notice. No seed: deterministic.
 func TestAdversary19ReplacedCollectorHoldsADay(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testAdversary19ReplacedCollectorHoldsADay)
 }
 

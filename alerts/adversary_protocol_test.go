@@ -248,6 +248,7 @@ func (k *sweeperKit) page(i int) {
 // the same recipients it is cut into a fresh digest whose id is derived from
 // the keys (digest: rows[0] is not a digest re-send).
 func TestAdversaryResentSingleJoinsNewDigest(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"killed after acceptance", "no reply after the message"} {
 		t.Run(fault, func(t *testing.T) {
 			e := advEnv(t)
@@ -292,6 +293,7 @@ func TestAdversaryResentSingleJoinsNewDigest(t *testing.T) {
 // out" (the same gap that lets a claimed row's re-send be unconfirmed and
 // sent a third time: test 3).
 func TestAdversaryResentDigestTempFailRegroups(t *testing.T) {
+	t.Parallel()
 	e := advEnv(t)
 	k := newKit(t, e, 1)
 	srv := &scriptSender{}
@@ -322,6 +324,7 @@ func TestAdversaryResentDigestTempFailRegroups(t *testing.T) {
 // once more: three copies. Also with a 451 between the two (claimed ->
 // detected(1) -> no reply -> unconfirmed -> a third copy).
 func TestAdversaryKilledThenUnconfirmedThirdCopy(t *testing.T) {
+	t.Parallel()
 	for name, script := range map[string][]outcome{
 		"no reply":           {acceptLost},
 		"451, then no reply": {tempFail, acceptLost},
@@ -371,6 +374,7 @@ func (f *failingMark) InsertRows(ctx context.Context, table, columns string, row
 // died before recording (or the reply never came); MarkTimeout (30 s) is
 // there to record the outcome, yet a single failed insert gives up on it.
 func TestAdversaryMarkWriteFailsOnceResends(t *testing.T) {
+	t.Parallel()
 	e := advEnv(t)
 	k := newKit(t, e, 10)
 	k.store = alerts.NewStore(&failingMark{DB: e.store}, e.db)
@@ -462,6 +466,7 @@ func (d *deadReplica) die(ctx context.Context) error {
 // others' detected(0), so it is listed last): rows[0] is claimed under D,
 // and the fourth crossing is sent only inside a copy of D.
 func TestAdversaryStaleGroupMixesResentDigest(t *testing.T) {
+	t.Parallel()
 	for _, variant := range []string{"new id", "reused id"} {
 		t.Run(variant, func(t *testing.T) {
 			e := advEnv(t)
@@ -496,6 +501,7 @@ func TestAdversaryStaleGroupMixesResentDigest(t *testing.T) {
 // with the table merged (OPTIMIZE FINAL) before every sweep: the merge
 // keeps the state row, which carries what wasUnconfirmed reads.
 func TestAdversaryUnconfirmedChainHolds(t *testing.T) {
+	t.Parallel()
 	for _, merged := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unmerged", true: "optimize final"}[merged], func(t *testing.T) {
 			testUnconfirmedChain(t, merged)
@@ -590,6 +596,7 @@ func (c *fakeClock) advance(d time.Duration) {
 // between its claim and its check, then its send takes 60 s (3 x 20 s,
 // within the bound); R2 sweeps while it sends.
 func TestAdversaryLeaseCheckedWithTimeLeft(t *testing.T) {
+	t.Parallel()
 	e := advEnv(t)
 	k := newKit(t, e, 10)
 	k.page(0)

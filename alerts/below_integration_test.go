@@ -215,6 +215,7 @@ rules:
 // than active_within does not; a page born within the lookback fires from
 // its first hit on). Sweeping again sends nothing new.
 func TestBelowOncePerCompleteWindow(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testBelowOncePerCompleteWindow)
 }
 
@@ -322,6 +323,7 @@ rules:
 // silence of another page that began and ended during the outage is
 // found too.
 func TestCollectorStoppedForAnHour(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testCollectorStoppedForAnHour)
 }
 
@@ -413,6 +415,7 @@ func testCollectorStoppedForAnHour(t *testing.T, d *testenv.Database) {
 // sweep.lateness do not make a false below: the window waits for them.
 // Without the lateness (1m) the same sweep would have fired.
 func TestLateLogsInsideLateness(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testLateLogsInsideLateness)
 }
 
@@ -462,6 +465,7 @@ func countKind(rows []alerts.Row, rule string) int {
 // the 23-hour day 23, each fired once by a below rule on a page without a
 // hit, whatever the number of sweeps.
 func TestBelowOnDaylightSavingDays(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testBelowOnDaylightSavingDays)
 }
 
@@ -524,6 +528,7 @@ rules:
 // silence is a second email. A page of a glob that had traffic last week
 // and none since fires once; one quiet for longer than active_within never.
 func TestNoTrafficOncePerSilence(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testNoTrafficOncePerSilence)
 }
 

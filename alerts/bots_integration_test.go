@@ -15,6 +15,7 @@ import (
 // ~REGEX leaves out only what it matches, in the counts and in the
 // message's series alike.
 func TestExcludeBots(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testExcludeBots)
 }
 

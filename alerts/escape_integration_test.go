@@ -26,6 +26,7 @@ const hostilePath = "/blog/a\r\nBcc: x@y\r\n\r\nInjected body line\t<script>\x7f
 // no Bcc header, no injected body line and no control character outside
 // line ends; the HTML part is escaped by html/template.
 func TestControlCharsEscapedInMail(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testControlCharsEscapedInMail)
 }
 
@@ -136,6 +137,7 @@ func parts(t *testing.T, m *mail.Message) (text, html string) {
 // The same for a digest: more crossings for the same recipients than
 // DigestAfter make one message listing every page.
 func TestControlCharsEscapedInDigest(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testControlCharsEscapedInDigest)
 }
 

@@ -64,6 +64,7 @@ func childSweeper() int {
 // exactly once, except a crash after the SMTP server accepted, which delivers
 // it twice with the same Message-ID; the state table ends with all sent.
 func TestCrashAtEachStepThenRestart(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testCrashAtEachStepThenRestart)
 }
 
@@ -126,6 +127,7 @@ func testCrashAtEachStepThenRestart(t *testing.T, d *testenv.Database) {
 // retried on later sweeps and delivered once when the server recovers; 5xx:
 // the crossing is marked failed after one attempt, never forgotten.
 func TestSMTPFaults(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	srv := testenv.StartFaultySMTP(t)
 	refused, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -210,6 +212,7 @@ func mustCompile(t *testing.T, yaml string) []*alerts.Rule {
 // TLS is mandatory by default: against a server without STARTTLS, nothing is
 // sent in clear text and the crossing waits for a retry.
 func TestStartTLSMandatoryByDefault(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	plain := testenv.SMTP(t) // offers no STARTTLS
 	e := newEnv(t, testenv.ServerDatabase(ch))

@@ -159,6 +159,7 @@ rules:
 // bound all 40 paths into one IN list (~320 KB of SQL, over max_query_size),
 // failed, and failed again on every later sweep.
 func TestHostilePathsDoNotStopSweeps(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testHostilePathsDoNotStopSweeps)
 }
 
@@ -232,6 +233,7 @@ func testHostilePathsDoNotStopSweeps(t *testing.T, d *testenv.Database) {
 // logged and counted by rule, the other rules' crossings are recorded and
 // sent, and the watermark advances.
 func TestFailingRuleFailsAlone(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testFailingRuleFailsAlone)
 }
 
@@ -294,6 +296,7 @@ func testFailingRuleFailsAlone(t *testing.T, d *testenv.Database) {
 // read over several passes when they exceed MaxTouched; the watermark moves
 // only with the pass that read the last page.
 func TestHostileCrossingsOverSeveralPasses(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testHostileCrossingsOverSeveralPasses)
 }
 
@@ -372,6 +375,7 @@ func testHostileCrossingsOverSeveralPasses(t *testing.T, d *testenv.Database) {
 // Latest answers for any number of crossing keys: a sweep asks about every
 // crossing its touched pages make, and requests decide how many that is.
 func TestLatestManyKeys(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testLatestManyKeys)
 }
 
@@ -435,6 +439,7 @@ func (d *flakyDB) Select(ctx context.Context, q string, args []any, fn func(scan
 // (skipping it would lose the crossing silently), and the next sweep, with
 // the store back, finds the crossing.
 func TestTransientCountErrors(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testTransientCountErrors)
 }
 
@@ -475,6 +480,7 @@ func testTransientCountErrors(t *testing.T, d *testenv.Database) {
 // sent, without the series, and counted as its rule's error; it does not fail
 // every later sweep.
 func TestSeriesRefusedStillSends(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSeriesRefusedStillSends)
 }
 

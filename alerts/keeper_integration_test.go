@@ -20,6 +20,7 @@ import (
 // death (session end) frees it for the other; a dead holder's claim is no
 // longer valid; exactly one replica leads the sweeps.
 func TestKeeperClaims(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	open := func() *alerts.KeeperClaims {
@@ -108,6 +109,7 @@ func (s *syncBuffer) String() string {
 // the nodes are world-writable; neither the password nor its digest is
 // logged.
 func TestKeeperClaimsAuth(t *testing.T) {
+	t.Parallel()
 	zkSrv := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	const user, pass = "sweeper", "s3cret-keeper-pw"
@@ -428,6 +430,7 @@ func (l zkTestLogger) Printf(format string, args ...any) { l.t.Logf(format, args
 // the same creation zxid because the ensemble started over empty (its zxids
 // numbered from the start again), which the creation zxid alone let through.
 func TestKeeperClaimsReleaseOwnNodeOnly(t *testing.T) {
+	t.Parallel()
 	srv := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	open := func() *alerts.KeeperClaims {

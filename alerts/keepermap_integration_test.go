@@ -66,7 +66,9 @@ func childKeeperMap() int {
 // cannot be claimed; a crashed holder's claim is taken over after its lease;
 // its fencing token is then invalid.
 func TestKeeperMapClaims(t *testing.T) {
+	t.Parallel()
 	testenv.RequireChdb(t)
+	testenv.HoldEngine(t) // it opens the engine itself
 	zk := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	child := func(key string) string {
@@ -138,7 +140,9 @@ func TestKeeperMapClaims(t *testing.T) {
 // The replicas share one engine, as sweepers share one server: only their
 // own clocks differ.
 func TestKeeperMapClaimsSkewedClocks(t *testing.T) {
+	t.Parallel()
 	testenv.RequireChdb(t)
+	testenv.HoldEngine(t) // it opens the engine itself
 	zk := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	e, err := openKeeperMapEngine(ctx, t.TempDir(), zk.Addr())

@@ -127,6 +127,7 @@ func (o *otherReplica) Claim(ctx context.Context, key string, lease time.Duratio
 // not sent again: the state is read under the claim, before anything is
 // written, and sent outranks whatever this replica would write.
 func TestRecheckSeesAnotherReplicasSend(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		for i := range 5 {
@@ -155,6 +156,7 @@ func TestRecheckSeesAnotherReplicasSend(t *testing.T) {
 // documented window) and marks it sent. The skewed replica's claim must not
 // outrank that: no third copy, however often either sweeps.
 func TestClockAheadDoesNotOutrankSent(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
@@ -190,6 +192,7 @@ func TestClockAheadDoesNotOutrankSent(t *testing.T) {
 // A sweep cancelled (SIGTERM) after the server accepted still records the
 // crossing sent: the next sweep sends nothing.
 func TestCancelAfterAcceptStillMarksSent(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
@@ -226,6 +229,7 @@ func TestCancelAfterAcceptStillMarksSent(t *testing.T) {
 // when other crossings became pending meanwhile and would make a different
 // set.
 func TestDigestResentWithItsMessageID(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		for i := range 3 {
@@ -282,6 +286,7 @@ func TestDigestResentWithItsMessageID(t *testing.T) {
 // with the reason; the others are sent and the sweep finishes (watermark
 // recorded, no error).
 func TestTemplateErrorFailsOnlyItsCrossing(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/boom", 10, time.Now(), "Mozilla/5.0")
@@ -312,6 +317,7 @@ func TestTemplateErrorFailsOnlyItsCrossing(t *testing.T) {
 // A watermark in the future (written by a sweeper whose clock ran ahead)
 // does not hide new hits.
 func TestFutureWatermarkDoesNotHideHits(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		store := alerts.NewStore(e.store, e.db)
@@ -336,6 +342,7 @@ func TestFutureWatermarkDoesNotHideHits(t *testing.T) {
 // Message-ID, and no more (RFC 5321 gives the server 10 minutes for that
 // reply; retrying it as unsent delivered it up to five times).
 func TestLateReplyAfterDataSentOnceMore(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	srv := testenv.StartFaultySMTP(t)
 	for _, then := range []string{"ok", "late 3"} {
@@ -379,6 +386,7 @@ func TestLateReplyAfterDataSentOnceMore(t *testing.T) {
 // pending (a replica still on the old config may send them), counted and
 // never failed; the replica with the rule sends them.
 func TestRemovedRuleLeavesItsCrossingsPending(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
@@ -430,6 +438,7 @@ func (l *lapsing) Valid(ctx context.Context, key string, c alerts.Claim) (bool, 
 // arrived) even when the claim lapsed during the send; left claimed, the
 // crossing went out a third time (the sweeper chaos run, seed 20261125).
 func TestUnansweredResendRecordedWithoutItsClaim(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")
@@ -467,6 +476,7 @@ func TestUnansweredResendRecordedWithoutItsClaim(t *testing.T) {
 // may have arrived" (the sweeper chaos run, CHAOS_SEED=11: no reply, a
 // re-send killed, a 451, then a third copy).
 func TestResendAfterNoReplyKilledIsTheLast(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, func(t *testing.T, d *testenv.Database) {
 		e := newEnv(t, d)
 		e.hits("www.example.com", "/p/1", 10, time.Now(), "Mozilla/5.0")

@@ -56,6 +56,7 @@ func writeCrossing(t *testing.T, ce *clockEnv, site, path string, window, at tim
 // after or of another site not. The dry run before says what it would
 // send and what the report holds. Sweeping again sends nothing more.
 func TestWeeklyReportOncePerWeek(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testWeeklyReportOncePerWeek)
 }
 
@@ -197,6 +198,7 @@ rules:
 // due; then it goes, saying which collector was behind and until when its
 // numbers are complete. Either way, once.
 func TestReportHeldByAStoppedCollector(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testReportHeldByAStoppedCollector)
 }
 
@@ -278,6 +280,7 @@ func testReportHeldByAStoppedCollector(t *testing.T, d *testenv.Database) {
 // after 1 October 00:00 CEST is October's, the hour after 1 November
 // 00:00 CET is not.
 func TestReportPeriodBoundaries(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testReportPeriodBoundaries)
 }
 

@@ -17,6 +17,7 @@ import (
 // waits for the password to be fixed, rather than turning into a final
 // "failed" because of a setting.
 func TestSendWithCAFileAndLogin(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"starttls", "tls"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := testenv.AuthSMTP(t, "alerts", "right", mode)

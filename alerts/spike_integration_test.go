@@ -107,6 +107,7 @@ rules:
 // collected for two days has fewer than min_periods (4) known days and is
 // not judged, spike or not. Sweeping again sends nothing new.
 func TestSpikeAndDropOncePerWindow(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSpikeAndDropOncePerWindow)
 }
 
@@ -225,6 +226,7 @@ rules:
 // only the one really down fires, saying it was held back. The hour in
 // which it comes back and ships two hours of lines is no spike either.
 func TestSpikeDropCollectorStoppedForAnHour(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSpikeDropCollectorStoppedForAnHour)
 }
 
@@ -304,6 +306,7 @@ func testSpikeDropCollectorStoppedForAnHour(t *testing.T, d *testenv.Database) {
 // drop: the window waits for them. With a lateness of 1m the same sweep
 // would have fired.
 func TestSpikeDropLateLogsInsideLateness(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSpikeDropLateLogsInsideLateness)
 }
 
@@ -347,6 +350,7 @@ func testSpikeDropLateLogsInsideLateness(t *testing.T, d *testenv.Database) {
 // the 23-hour day, and a spike at 14:00; the day after, whose baseline
 // holds the odd day, fires nothing.
 func TestSpikeDropOnDaylightSavingDays(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSpikeDropOnDaylightSavingDays)
 }
 
@@ -423,6 +427,7 @@ rules:
 // 02:00 on the 23-hour day: six windows counted, and the email says which
 // did not exist.
 func TestSpikeAfterTheSkippedHour(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSpikeAfterTheSkippedHour)
 }
 

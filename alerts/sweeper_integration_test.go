@@ -101,6 +101,7 @@ rules:
 // sweeping again sends nothing new; late hits produce the crossing of the
 // window they belong to; the state table agrees with the mailbox.
 func TestSweepSendsEachCrossingOnce(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testSweepSendsEachCrossingOnce)
 }
 
@@ -158,6 +159,7 @@ func testSweepSendsEachCrossingOnce(t *testing.T, d *testenv.Database) {
 // The outbox transport writes one .eml per crossing; a second local sweeper on
 // the same state directory is refused.
 func TestOutboxAndSecondSweeperRefused(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testOutboxAndSecondSweeperRefused)
 }
 
@@ -193,6 +195,7 @@ func testOutboxAndSecondSweeperRefused(t *testing.T, d *testenv.Database) {
 // message, with page text escaped in its HTML part; each crossing is marked
 // sent once.
 func TestDigest(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testDigest)
 }
 

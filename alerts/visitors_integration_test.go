@@ -81,6 +81,7 @@ rules:
 // and a visitor logged late into an earlier window makes that window cross
 // at the next sweep. The hits rule on the same page fires on hits only.
 func TestVisitorsThresholdOncePerWindow(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsThresholdOncePerWindow)
 }
 
@@ -189,6 +190,7 @@ rules:
 // missed (held, a no-data notice instead); once it has caught up, the
 // window really below fires, saying it was held back.
 func TestVisitorsBelowAndCollectorStopped(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsBelowAndCollectorStopped)
 }
 
@@ -265,6 +267,7 @@ func testVisitorsBelowAndCollectorStopped(t *testing.T, d *testenv.Database) {
 // Visitors logged late but within sweep.lateness make no false below: the
 // window waits for them. With a lateness of 1m the same sweep would fire.
 func TestVisitorsLateLogsInsideLateness(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsLateLogsInsideLateness)
 }
 
@@ -304,6 +307,7 @@ func testVisitorsLateLogsInsideLateness(t *testing.T, d *testenv.Database) {
 // 02:00 (and in 03:00 on 2026-03-29, the day's third window): exactly that
 // window fires, once, whatever the number of sweeps.
 func TestVisitorsOnDaylightSavingDays(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsOnDaylightSavingDays)
 }
 
@@ -361,6 +365,7 @@ rules:
 // collector reads a log of eight visitors whose addresses fall into four
 // truncated ones, and the rollup counts eight.
 func TestAnonymizedClientsCountedExactly(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testAnonymizedClientsCountedExactly)
 }
 
@@ -481,6 +486,7 @@ rules:
 // visitors, not of hits; 2 visitors making 100 hits is a drop of visitors.
 // Each fires once.
 func TestVisitorsSpikeAndDrop(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsSpikeAndDrop)
 }
 
@@ -524,6 +530,7 @@ func testVisitorsSpikeAndDrop(t *testing.T, d *testenv.Database) {
 // windows before a site's first hit are. Before the fix: 12 false below
 // crossings (6 hours, a page rule and a site rule).
 func TestVisitorsRollupBeginsAtUpgrade(t *testing.T) {
+	t.Parallel()
 	testenv.EachBackend(t, testVisitorsRollupBeginsAtUpgrade)
 }
 

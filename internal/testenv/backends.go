@@ -68,7 +68,7 @@ func NewDatabase(t testing.TB, backend string) *Database {
 		d.Addr = d.Server.Addr()
 	case "embedded":
 		RequireChdb(t)
-		engine.enter(t)
+		HoldEngine(t)
 		d.Data = filepath.Join(t.TempDir(), "data")
 	default:
 		t.Fatalf("no backend %q", backend)

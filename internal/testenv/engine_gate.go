@@ -49,3 +49,11 @@ func (g *engineGate) enter(t testing.TB) {
 		}
 	})
 }
+
+// HoldEngine holds the process's embedded engine for t (and its top-level
+// test) until t ends, for a test that opens the engine itself rather than
+// through NewDatabase; see engineGate.
+func HoldEngine(t testing.TB) {
+	t.Helper()
+	engine.enter(t)
+}
