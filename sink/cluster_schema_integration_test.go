@@ -25,6 +25,7 @@ import (
 // "connection refused" must not hide that the first one answered that the
 // database does not exist yet.
 func TestClusterMigrateReplicaDown(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -96,6 +97,7 @@ func TestClusterMigrateReplicaDown(t *testing.T) {
 // existed (the first start) is in "default", connects, and the insert
 // fails.
 func TestClusterRebuiltReplica(t *testing.T) {
+	t.Parallel()
 	zks := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zks, "web", 2)
 	r1, r2 := servers[0], servers[1]

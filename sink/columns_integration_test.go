@@ -63,6 +63,7 @@ func caughtUpOf(t *testing.T, ctx context.Context, srv *testenv.ClickHouseServer
 // leaves them missing: Migrate does not fail, and the collector's records
 // are written without caught_up (shipping goes on; its sites' windows wait).
 func TestMigrateAddsColumns(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	ctx := context.Background()
 	// A user without DDL, added to the server's users (read at start).
@@ -136,6 +137,7 @@ func TestMigrateAddsColumns(t *testing.T) {
 // over it get the columns, one replica's ALTER reaching the other through
 // ZooKeeper (its own ALTER then finds the column there).
 func TestClusterMigrateAddsColumns(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]

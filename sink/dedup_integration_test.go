@@ -39,6 +39,7 @@ func checkDedupTables(t *testing.T, d sink.Dedup, db, suffix string, on bool, wh
 // no non_replicated_deduplication_window): Deduplicates is false, read from
 // the tables, and the start says so once, without a warning per table.
 func TestServerDedupFromTables(t *testing.T) {
+	t.Parallel()
 	d := testenv.NewDatabase(t, "server")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -45,6 +45,7 @@ func withPasswordUser(t *testing.T, srv *testenv.ClickHouseServer) {
 // returns it at once as a LoginError naming the user and the reason,
 // instead of retrying for ever as for a server that is not up.
 func TestLoginRefused(t *testing.T) {
+	t.Parallel()
 	srv := testenv.ClickHouse(t)
 	withPasswordUser(t, srv)
 	cases := []struct{ user, password, want string }{

@@ -136,6 +136,7 @@ func resendUntilAcked(t *testing.T, s *sink.Sink, b *sink.Batch, limit time.Dura
 // comes only once r2 holds the part, every table the insert writes alike,
 // so r2 alone holds all of it.
 func TestQuorumAckedBatchOutlivesItsReplica(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		quorum      int
@@ -183,6 +184,7 @@ func TestQuorumAckedBatchOutlivesItsReplica(t *testing.T) {
 // duplicate and acknowledged: at that moment r2 holds all of the batch,
 // once, and so does r1.
 func TestQuorumResendAfterReplicaFroze(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -219,6 +221,7 @@ func TestQuorumResendAfterReplicaFroze(t *testing.T) {
 // the views: the rollups lack the batch for good. Sent here on a connection
 // of the test's own, since the sink refuses such settings.
 func TestQuorumServerTimeoutSkipsViews(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -276,6 +279,7 @@ func TestQuorumServerTimeoutSkipsViews(t *testing.T) {
 // collector's re-send is taken once the pending quorum is reached. Both are
 // transient, never split, and no line is lost or doubled.
 func TestQuorumRefusalsAreTransient(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r1, r2 := servers[0], servers[1]
@@ -340,6 +344,7 @@ func TestQuorumRefusalsAreTransient(t *testing.T) {
 // 1 batch of 40 with two writers). One sink's inserts take turns, so they
 // never meet: four sources at once leave every rollup whole.
 func TestQuorumInsertsMeetInAView(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 2)
 	r2 := servers[1]
@@ -411,6 +416,7 @@ func TestQuorumInsertsMeetInAView(t *testing.T) {
 // With three replicas and insert_quorum 2, one may be down: inserts go on,
 // each acknowledged once two replicas hold it.
 func TestQuorumThreeReplicasOneDown(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	servers := testenv.ClickHouseCluster(t, zk, "web", 3)
 	s := openQuorum(t, servers, 2, 5*time.Second)
@@ -443,6 +449,7 @@ func TestQuorumThreeReplicasOneDown(t *testing.T) {
 // waiting for it, and the collector's identical re-send, to a survivor, is
 // written anew rather than dropped as a duplicate of rows nobody holds.
 func TestQuorumPartLostWithItsReplica(t *testing.T) {
+	t.Parallel()
 	zk := testenv.ZooKeeper(t)
 	// A short session: r1's replicas count as inactive seconds after the kill.
 	servers := testenv.ClickHouseCluster(t, zk, "web", 3, testenv.WithZooKeeperSession(4*time.Second))

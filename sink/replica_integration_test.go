@@ -56,6 +56,7 @@ func countVia(ctx context.Context, s *sink.Sink, q string) (uint64, error) {
 // mapping), a read may go to the other replica: before, 11 of 20 reads of
 // the crossings r1 holds came from r2, which had never fetched them.
 func TestSweeperReadsTheReplicaItChecked(t *testing.T) {
+	t.Parallel()
 	_, _, s1, _ := twoReplicas(t)
 	ctx := context.Background()
 	if err := s1.InsertRows(ctx, "hc.crossings", crossingColumns, [][]any{crossingRow("k1"), crossingRow("k2")}); err != nil {
@@ -85,6 +86,7 @@ func TestSweeperReadsTheReplicaItChecked(t *testing.T) {
 // both reads waited out the insert timeout on SYSTEM SYNC REPLICA, failed,
 // and left it running.
 func TestSweeperReadsWithAPartOnlyOnADownReplica(t *testing.T) {
+	t.Parallel()
 	r1, r2, s1, s2 := twoReplicas(t)
 	ctx := context.Background()
 	if err := s1.InsertRows(ctx, "hc.crossings", crossingColumns, [][]any{crossingRow("k1")}); err != nil {

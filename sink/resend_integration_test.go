@@ -49,6 +49,7 @@ func insertTwice(t *testing.T, ctx context.Context, st interface {
 // does not deduplicate (18.16, one server) the two sends' reject rows are
 // identical, column for column.
 func TestResentBatchIsIdentical(t *testing.T) {
+	t.Parallel()
 	d := testenv.NewDatabase(t, "server")
 	st := d.Open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -74,6 +75,7 @@ func TestResentBatchIsIdentical(t *testing.T) {
 // 18.16 replicas (cluster mode), where replicated tables drop a block whose
 // checksum they have seen, so the second send must be byte-identical.
 func TestResentBatchRejectsOnce(t *testing.T) {
+	t.Parallel()
 	check := func(t *testing.T, ctx context.Context, st testenv.Store, db, suffix string, b *sink.Batch) {
 		t.Helper()
 		if !st.Deduplicates() {

@@ -18,6 +18,7 @@ import (
 // refused batch would be retried forever and block its file). Lines go
 // through the real parser, then into both stores.
 func TestTimesOutsideTheStoreAreRejects(t *testing.T) {
+	t.Parallel()
 	type line struct {
 		logged string // $time_local
 		unix   int64  // UTC seconds
@@ -178,6 +179,7 @@ func TestTimesOutsideTheStoreAreRejects(t *testing.T) {
 // the embedded engine reads a bare Unix time only with exactly 10 digits
 // (before 2001-09-09 there are fewer), and refused such batches whole.
 func TestTimesBefore2001AreStored(t *testing.T) {
+	t.Parallel()
 	times := []int64{0, 1, 59, 86400, 19700101, 99999999, 999999999, 1000000000, sink.MaxUnix}
 	b := sink.NewBatch(len(times))
 	b.Reset("www", 0x2001)

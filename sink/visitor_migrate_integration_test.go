@@ -16,6 +16,7 @@ import (
 // reads it is created, rows already stored keep counting as hits, and new
 // batches count their visitors.
 func TestMigrateAddsVisitors(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	ctx := context.Background()
 	s, err := sink.Open(ctx, sink.Options{Addr: []string{ch.Addr()}, Database: "vis", InsertTimeout: 10 * time.Second})

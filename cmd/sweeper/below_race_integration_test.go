@@ -21,6 +21,7 @@ import (
 // first refused). Every below crossing and every notice recorded is sent,
 // and arrives exactly once; a second tick sends nothing more.
 func TestBelowRacingReplicas(t *testing.T) {
+	t.Parallel()
 	for _, claims := range []string{"keeper", "local"} {
 		t.Run(claims, func(t *testing.T) { testBelowRacingReplicas(t, claims) })
 	}

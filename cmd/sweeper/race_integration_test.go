@@ -735,6 +735,7 @@ func serve(ctx context.Context, sw *alerts.Sweeper, interval time.Duration) erro
 func keeperMapStores(t *testing.T, h *raceHarness) []*embedded.Store {
 	t.Helper()
 	testenv.RequireChdb(t)
+	testenv.HoldEngine(t) // the stores share this process's engine
 	zk := testenv.ZooKeeper(t)
 	ctx := context.Background()
 	host, port, _ := strings.Cut(zk.Addr(), ":")
@@ -790,6 +791,7 @@ func keeperMapReplicas(t *testing.T, h *raceHarness, every time.Duration) []repl
 // TestReplicasRacingOnceRuns is the README's timer-driven deployment: on every
 // tick K `sweeper -once` runs start together, per claims backend.
 func TestReplicasRacingOnceRuns(t *testing.T) {
+	t.Parallel()
 	// local: one state directory; the runs after the first are refused by the
 	// lock file. Holds today.
 	t.Run("local", func(t *testing.T) {
@@ -843,6 +845,7 @@ func TestReplicasRacingOnceRuns(t *testing.T) {
 // test hook HITCOUNT_TEST_NO_ELECTOR), keepermap replicas (which have none).
 // Fails today (issue 15).
 func TestReplicasRacingServices(t *testing.T) {
+	t.Parallel()
 	t.Run("keeper", func(t *testing.T) {
 		h := newRaceHarness(t)
 		cfgs, _, _ := keeperSetup(t, h, "1s")
@@ -901,6 +904,7 @@ func skewedSetup(t *testing.T, h *raceHarness, offset time.Duration) []replica {
 // TestReplicasClockSkew: keeper replicas started together on every tick,
 // one with its clock an hour ahead or behind. Fails today (issue 15).
 func TestReplicasClockSkew(t *testing.T) {
+	t.Parallel()
 	for _, offset := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skewName(offset), func(t *testing.T) {
 			h := newRaceHarness(t)
@@ -915,6 +919,7 @@ func TestReplicasClockSkew(t *testing.T) {
 // skewed clock does alone. An hour ahead, its watermark hides the hits of
 // the next hour from every replica (fails today); an hour behind holds.
 func TestReplicasClockSkewInTurn(t *testing.T) {
+	t.Parallel()
 	for _, offset := range []time.Duration{time.Hour, -time.Hour} {
 		t.Run(skewName(offset), func(t *testing.T) {
 			if offset > 0 {

@@ -26,6 +26,7 @@ import (
 // the documented window (a sender killed after the SMTP server accepted): never
 // more than twice, never more duplicates than kills.
 func TestReplicasSendEachCrossingOnce(t *testing.T) {
+	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	zk := testenv.ZooKeeper(t)
 	smtp := testenv.StartFaultySMTP(t)

@@ -20,6 +20,7 @@ import (
 // arrive exactly once, under their crossing's Message-ID; later ticks send
 // nothing more.
 func TestReportRacingReplicas(t *testing.T) {
+	t.Parallel()
 	for _, claims := range []string{"keeper", "local"} {
 		t.Run(claims, func(t *testing.T) { testReportRacingReplicas(t, claims) })
 	}

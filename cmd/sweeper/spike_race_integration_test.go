@@ -22,6 +22,7 @@ import (
 // on the previous 7 days); one page had a burst of 100 hits 3 hours ago:
 // one spike. Every crossing recorded is sent, and arrives exactly once.
 func TestSpikeDropRacingReplicas(t *testing.T) {
+	t.Parallel()
 	for _, claims := range []string{"keeper", "local"} {
 		t.Run(claims, func(t *testing.T) { testSpikeDropRacingReplicas(t, claims) })
 	}

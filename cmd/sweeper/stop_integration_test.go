@@ -17,6 +17,7 @@ import (
 // Before, the mark ran on the cancelled context and failed, the crossing
 // stayed claimed, and every rolling restart could send it again.
 func TestSIGTERMBetweenAcceptAndMark(t *testing.T) {
+	t.Parallel()
 	h := newRaceHarness(t)
 	ch := testenv.ClickHouse(t)
 	h.serverStore(ch)

@@ -22,6 +22,7 @@ import (
 // (one visitor making 5 hits an hour for three days, 2 needed). Every crossing recorded
 // is sent and arrives exactly once; later ticks send nothing more.
 func TestVisitorsRacingReplicas(t *testing.T) {
+	t.Parallel()
 	for _, claims := range []string{"keeper", "local"} {
 		t.Run(claims, func(t *testing.T) { testVisitorsRacingReplicas(t, claims) })
 	}

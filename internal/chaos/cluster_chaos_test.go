@@ -28,6 +28,7 @@ import (
 //	                      samples.txt, replicas.txt, the replicas' logs)
 //	CHAOS_ARTIFACTS=DIR   where a failed run's files are kept
 func TestCollectorChaosCluster(t *testing.T) {
+	t.Parallel()
 	set, err := chaos.FromEnv()
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,7 @@ func TestMain(m *testing.M) {
 //	                      embedded data are kept (default $TMPDIR/hitcount-chaos)
 //	-run 'TestCollectorChaos/server'   one store
 func TestCollectorChaos(t *testing.T) {
+	t.Parallel()
 	set, err := chaos.FromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestCollectorChaos(t *testing.T) {
 				env.Server = testenv.ClickHouse(t, chaos.ServerOptions(set.KindsFor(store))...)
 			} else {
 				env.ChdbLib = testenv.RequireChdb(t)
+				testenv.HoldEngine(t) // the check opens the engine in this process
 			}
 			res := chaos.Run(t, env)
 			t.Logf("\n%s", res.Summary())
