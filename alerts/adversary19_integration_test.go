@@ -188,10 +188,7 @@ rules:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := testenv.NewDatabase(t, "embedded")
-			if d.Server != nil {
-				db = testenv.ServerDatabase(d.Server)
-			}
+			db := d.Fresh(t)
 			ce := newClockEnv(t, db, tc.before, tc.first, alerts.Options{})
 			// Ten days of /checkout at 50 an hour, but 03:00-04:00 on
 			// 11-20: 400 (a spike; not below 50 or 40), and 04:00-05:00:

@@ -489,10 +489,7 @@ rules:
 			if got := int(next.Sub(day) / time.Hour); got != c.hours {
 				t.Fatalf("%s has %d hours here, want %d", c.day, got, c.hours)
 			}
-			db := testenv.NewDatabase(t, "embedded")
-			if d.Server != nil {
-				db = testenv.ServerDatabase(d.Server) // a fresh database on the same server
-			}
+			db := d.Fresh(t)
 			ce := newClockEnv(t, db, yaml, day, alerts.Options{})
 			ce.hits("shop", "/other", 1, day, "Mozilla/5.0") // the site's first hit
 			// A sweep 11 minutes after each hour ends, the collector

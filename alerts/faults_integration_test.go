@@ -3,7 +3,6 @@ package alerts_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -130,9 +129,7 @@ func TestSMTPFaults(t *testing.T) {
 	t.Parallel()
 	ch := testenv.ClickHouse(t)
 	srv := testenv.StartFaultySMTP(t)
-	refused, _ := net.Listen("tcp", "127.0.0.1:0")
-	refusedPort := refused.Addr().(*net.TCPAddr).Port
-	refused.Close()
+	refusedPort := testenv.RefusedPort(t)
 	for _, fault := range []string{"refused", "hang", "451", "550"} {
 		t.Run(fault, func(t *testing.T) {
 			e := newEnv(t, testenv.ServerDatabase(ch))

@@ -53,7 +53,11 @@ func childKeeperMap() int {
 		return 1
 	}
 	defer e.Close()
-	c, ok, err := k.Claim(ctx, os.Getenv("HC_KEY"), 3*time.Second)
+	lease, err := time.ParseDuration(os.Getenv("HC_LEASE"))
+	if err != nil {
+		lease = 3 * time.Second
+	}
+	c, ok, err := k.Claim(ctx, os.Getenv("HC_KEY"), lease)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -71,9 +75,9 @@ func TestKeeperMapClaims(t *testing.T) {
 	testenv.HoldEngine(t) // it opens the engine itself
 	zk := testenv.ZooKeeper(t)
 	ctx := context.Background()
-	child := func(key string) string {
+	child := func(key string, env ...string) string {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "HITCOUNT_CHILD_KEEPERMAP=1", "HC_DIR="+t.TempDir(), "HC_ZK="+zk.Addr(), "HC_KEY="+key)
+		cmd.Env = append(append(os.Environ(), "HITCOUNT_CHILD_KEEPERMAP=1", "HC_DIR="+t.TempDir(), "HC_ZK="+zk.Addr(), "HC_KEY="+key), env...)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.Output()
 		if err != nil {
@@ -81,22 +85,27 @@ func TestKeeperMapClaims(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	// The child claims k1 with a 3 s lease and dies holding it.
-	got := child("k1")
-	if !strings.HasPrefix(got, "true ") {
-		t.Fatalf("child claim: %q", got)
-	}
-	var childToken uint64
-	fmt.Sscan(strings.TrimPrefix(got, "true "), &childToken)
+	// The parent's engine first: the child's lease must outlast only the
+	// child's own exit, not the parent's start as well (on a loaded machine
+	// the two took most of a 3 s lease).
 	k, e, err := openKeeperMap(ctx, t.TempDir(), zk.Addr(), "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	// The child claims k1 with a 6 s lease and dies holding it.
+	const lease = 6 * time.Second
+	got := child("k1", "HC_LEASE="+lease.String())
+	claimed := time.Now()
+	if !strings.HasPrefix(got, "true ") {
+		t.Fatalf("child claim: %q", got)
+	}
+	var childToken uint64
+	fmt.Sscan(strings.TrimPrefix(got, "true "), &childToken)
 	if _, ok, err := k.Claim(ctx, "k1", time.Minute); err != nil || ok {
 		t.Fatalf("claimed a key held under a live lease: %v %v", ok, err)
 	}
-	time.Sleep(3500 * time.Millisecond) // the child's lease runs out
+	time.Sleep(time.Until(claimed.Add(lease + 500*time.Millisecond))) // the child's lease runs out
 	c, ok, err := k.Claim(ctx, "k1", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("no takeover after the lease: %v %v", ok, err)

@@ -209,10 +209,7 @@ func testReportHeldByAStoppedCollector(t *testing.T, d *testenv.Database) {
 		t.Run(name, func(t *testing.T) {
 			db := d
 			if name == "gone" {
-				db = testenv.NewDatabase(t, "embedded")
-				if d.Server != nil {
-					db = testenv.ServerDatabase(d.Server)
-				}
+				db = d.Fresh(t)
 			}
 			ce := newClockEnv(t, db, stoppedReportYAML, at("2026-11-16 00:00"), alerts.Options{})
 			const log = "/var/log/nginx/access.log"

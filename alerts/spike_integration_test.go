@@ -380,10 +380,7 @@ rules:
 			if got := int(next.Sub(day0) / time.Hour); got != c.hours {
 				t.Fatalf("%s has %d hours here, want %d", c.day, got, c.hours)
 			}
-			db := testenv.NewDatabase(t, "embedded")
-			if d.Server != nil {
-				db = testenv.ServerDatabase(d.Server)
-			}
+			db := d.Fresh(t)
 			ce := newClockEnv(t, db, yaml, day0, alerts.Options{})
 			drop, _ := time.Parse(time.RFC3339, c.drop)
 			spike := time.Date(day0.Year(), day0.Month(), day0.Day(), 14, 0, 0, 0, berlin)

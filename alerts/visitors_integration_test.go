@@ -332,10 +332,7 @@ rules:
 		t.Run(c.day, func(t *testing.T) {
 			day, _ := time.ParseInLocation("2006-01-02", c.day, berlin)
 			next := day.AddDate(0, 0, 1)
-			db := testenv.NewDatabase(t, "embedded")
-			if d.Server != nil {
-				db = testenv.ServerDatabase(d.Server)
-			}
+			db := d.Fresh(t)
 			ce := newClockEnv(t, db, yaml, day, alerts.Options{})
 			for at := day; at.Before(next); at = at.Add(time.Hour) {
 				// The same two visitors each hour: each window counts them.

@@ -26,12 +26,13 @@ type Collector struct {
 	LogPath string
 	HTTP    string // its http.listen, for /metrics
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	waitErr  error
-	signaled bool // the harness signalled the current process
-	starts   int
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	done       chan struct{}
+	waitErr    error
+	signaled   bool  // the harness signalled the current process
+	outputFrom int64 // the log's size when the current process started
+	starts     int
 }
 
 // Start starts the collector; it must not be running.
@@ -48,6 +49,9 @@ func (c *Collector) Start() error {
 	defer out.Close()
 	c.starts++
 	fmt.Fprintf(out, "=== chaos: collector start #%d at %s\n", c.starts, time.Now().Format(time.RFC3339Nano))
+	if fi, err := out.Stat(); err == nil {
+		c.outputFrom = fi.Size()
+	}
 	cmd := exec.Command(c.Bin, "-config", c.Config, "-log-level", "info")
 	cmd.Stdout, cmd.Stderr = out, out
 	// If the test binary dies without its cleanups, so does the collector.
@@ -128,18 +132,16 @@ func (c *Collector) Kill() {
 // status, or still running after timeout, when it is killed) is an error.
 func (c *Collector) Term(timeout time.Duration) error {
 	// A process signalled before its main() installed the handler dies of
-	// the signal having read nothing, as any Go program would: wait until it
-	// catches SIGTERM (a schedule can restart and stop it within
-	// milliseconds; seed 20261125 did).
+	// the signal having read nothing, as any Go program would (systemd counts
+	// that a clean stop). The schedule can restart and stop it within
+	// milliseconds (seeds 20261125 and 4795011254917538238, the second under
+	// a loaded CI machine), so wait for its first line of output, which it
+	// writes after the handler is in place and before it reads a file; a
+	// collector that printed nothing by the signal may die of it.
 	c.mu.Lock()
-	pid := 0
-	if c.runningLocked() {
-		pid = c.cmd.Process.Pid
-	}
+	running, from := c.runningLocked(), c.outputFrom
 	c.mu.Unlock()
-	if pid != 0 {
-		waitCatches(pid, syscall.SIGTERM, 5*time.Second)
-	}
+	started := !running || c.printedSince(from, 5*time.Second)
 	done, ok := c.signal(syscall.SIGTERM)
 	if !ok {
 		return nil
@@ -153,9 +155,37 @@ func (c *Collector) Term(timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waitErr != nil {
+		if !started && isSignal(c.waitErr, syscall.SIGTERM) {
+			return nil // before its first line: see above
+		}
 		return fmt.Errorf("collector exited with %v after SIGTERM (want 0)", c.waitErr)
 	}
 	return nil
+}
+
+// printedSince waits until the log file has grown past from (the collector
+// wrote a line), at most timeout, and reports whether it did.
+func (c *Collector) printedSince(from int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if fi, err := os.Stat(c.LogPath); err == nil && fi.Size() > from {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// isSignal reports whether err is a process's death by sig.
+func isSignal(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // Metrics reads the collector's /metrics and sums every sample of each
@@ -323,25 +353,4 @@ func (c *Collector) LogTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// waitCatches waits until process pid catches sig (its SigCgt mask in
-// /proc/pid/status), at most timeout.
-func waitCatches(pid int, sig syscall.Signal, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return // gone
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "SigCgt:"); ok {
-				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				if err == nil && mask&(1<<(uint(sig)-1)) != 0 {
-					return
-				}
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -126,3 +126,14 @@ func Count(ctx context.Context, s Store, q string) (uint64, error) {
 func ServerDatabase(ch *ClickHouseServer) *Database {
 	return &Database{Backend: "server", Addr: ch.Addr(), Name: fmt.Sprintf("t%d", rand.Uint32()), Server: ch}
 }
+
+// Fresh is another fresh database on d's backend, for t: a new database on
+// the same server, or a new embedded data directory (taking the engine for t,
+// see NewDatabase; d's own store must be closed before it is opened).
+func (d *Database) Fresh(t testing.TB) *Database {
+	t.Helper()
+	if d.Server != nil {
+		return ServerDatabase(d.Server)
+	}
+	return NewDatabase(t, d.Backend)
+}

@@ -16,9 +16,10 @@ import (
 func Embedded(t testing.TB) *chdb.Engine {
 	t.Helper()
 	lib := RequireChdb(t)
+	HoldEngine(t)
 	e, err := chdb.Open(context.Background(), chdb.Options{LibPath: lib, DataPath: t.TempDir()})
 	if errors.Is(err, chdb.ErrOtherDataDirOpen) {
-		t.Fatalf("open embedded engine: %v (is a parallel test holding another Embedded?)", err)
+		t.Fatalf("open embedded engine: %v (opened outside testenv's gate?)", err)
 	}
 	if err != nil {
 		t.Fatalf("open embedded engine: %v", err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -91,3 +92,24 @@ func freePorts(t testing.TB, n int) []int {
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// RefusedPort is a loopback port that refuses every connection for as long as
+// t runs: a socket bound to it that never listens, so the port stays taken
+// (a port merely closed after net.Listen may be handed to a parallel test's
+// server before the connection that should be refused is tried).
+func RefusedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("refused port: socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("refused port: bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("refused port: %v", err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}

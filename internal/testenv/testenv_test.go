@@ -2,10 +2,14 @@ package testenv_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"mime/quotedprintable"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,5 +241,20 @@ func TestEmbedded(t *testing.T) {
 	}
 	if want := "a.example\t1\nb.example\t2\n"; string(out) != want {
 		t.Fatalf("got %q, want %q", out, want)
+	}
+}
+
+// A refused port refuses, and stays taken: nothing else can listen on it.
+func TestRefusedPort(t *testing.T) {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.RefusedPort(t)))
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("a connection to the refused port was accepted")
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial the refused port: %v; want connection refused", err)
+	}
+	if l, err := net.Listen("tcp", addr); err == nil {
+		l.Close()
+		t.Fatal("another listener took the refused port")
 	}
 }
