@@ -504,8 +504,9 @@ func (c *Collector) ack(b *sink.Batch) {
 // what the store acknowledged answers for a source it shipped; for one it
 // has no record of, a record under another of its ids (alsoKnownAs: a file
 // shipped under its first line's id) means nothing was shipped under this
-// one, and the caller asks about that id next.
-func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...uint64) (int64, bool, error) {
+// one, and the caller asks about that id next. path, the file being opened,
+// is for the log: an operator (and the chaos harness) learns which file waits.
+func (c *Collector) settle(ctx context.Context, path string, source uint64, alsoKnownAs ...uint64) (int64, bool, error) {
 	bo := newBackoff()
 	warned := false
 	for {
@@ -518,7 +519,7 @@ func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...ui
 			// (one collector per file: nobody else ships it), so the source
 			// goes on; one it has no record of waits for the parts.
 			if acked, known := c.positions.getAcked(source); known {
-				c.log.Warn("resuming from this collector's record of what the store acknowledged", "source_id", source, "acked", acked, "replica_has", off, "err", err)
+				c.log.Warn("resuming from this collector's record of what the store acknowledged", "path", path, "source_id", source, "acked", acked, "replica_has", off, "err", err)
 				if !ok || acked > off {
 					off, ok = acked, true
 				}
@@ -526,7 +527,7 @@ func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...ui
 			} else if c.knownAs(source, alsoKnownAs) {
 				err = nil
 			} else if !warned {
-				c.log.Warn("a source this collector has no record of waits until the store's replica has every part", "source_id", source, "err", err)
+				c.log.Warn("a source this collector has no record of waits until the store's replica has every part", "path", path, "source_id", source, "err", err)
 				warned = true
 			}
 		}
@@ -546,7 +547,7 @@ func (c *Collector) settle(ctx context.Context, source uint64, alsoKnownAs ...ui
 		}
 		c.storeFailed(err)
 		wait := bo.NextBackOff()
-		c.logStoreErr("cannot learn what the store committed yet; retrying", err, "source_id", source, "retry_in", wait)
+		c.logStoreErr("cannot learn what the store committed yet; retrying", err, "path", path, "source_id", source, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return 0, false, ctx.Err()

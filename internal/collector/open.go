@@ -57,7 +57,7 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 	how = "from the beginning"
 	// A file shipped while it had one line has its record under its first
 	// line's id (asked next).
-	off, ok, err := c.settle(ctx, s.id.ID, s.id.First)
+	off, ok, err := c.settle(ctx, s.path, s.id.ID, s.id.First)
 	if err != nil {
 		return 0, "", false, err
 	}
@@ -66,7 +66,7 @@ func (s *shipper) open(ctx context.Context, f *os.File) (start int64, how string
 		// their first line alone: it keeps that id. Unless another present
 		// file starts with the same line: what was shipped under it may be
 		// that file's, and this one is known by its two lines.
-		off1, ok1, err := c.settle(ctx, s.id.First)
+		off1, ok1, err := c.settle(ctx, s.path, s.id.First)
 		if err != nil {
 			return 0, "", false, err
 		}
