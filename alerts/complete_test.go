@@ -234,13 +234,7 @@ func TestWindowComplete(t *testing.T) {
 // the one before ends, on daylight-saving days too.
 func TestWindowsIn(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
-	at := func(s string) time.Time {
-		v, err := time.ParseInLocation("2006-01-02 15:04", s, berlin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	at := clockIn(t, berlin)
 	cases := []struct {
 		name     string
 		size     time.Duration
@@ -286,13 +280,7 @@ func TestWindowsIn(t *testing.T) {
 // numbering them grows with the runs, not the windows.
 func TestWindowRuns(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
-	at := func(s string) time.Time {
-		v, err := time.ParseInLocation("2006-01-02 15:04", s, berlin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	at := clockIn(t, berlin)
 	minute := Window{Size: time.Minute, Loc: berlin}
 	hour := Window{Size: time.Hour, Loc: berlin}
 	sixHours := Window{Size: 6 * time.Hour, Loc: berlin}

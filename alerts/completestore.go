@@ -139,10 +139,11 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 	if len(starts) == 0 {
 		return out, nil
 	}
-	f, fargs := filters(r)
-	m := r.metric()
-	run := func(q string, args []any) error {
-		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+	// The bound of [starts[0], end) stays: the groups' ranges cut it (the
+	// windows are consecutive), and the table's order wants one range.
+	err := s.countByWindow(ctx, r, site, paths, whole, starts, "windows", ", min(minute)",
+		" AND minute >= toDateTime(?) AND minute < toDateTime(?)", []any{starts[0].Unix(), end.Unix()},
+		func(scan func(...any) error) error {
 			var p string
 			var w, n uint64
 			var first time.Time
@@ -158,27 +159,45 @@ func (s *Store) WindowCounts(ctx context.Context, r *Rule, site string, paths []
 			out[p][int(w)-1] = windowCount{Hits: int64(n), First: first}
 			return nil
 		})
+	if err != nil {
+		return nil, err
 	}
-	// The bound of [starts[0], end) stays: the groups' ranges cut it (the
-	// windows are consecutive), and the table's order wants one range.
+	return out, nil
+}
+
+// countByWindow counts r's metric by window over the windows starting at
+// starts, for each path (or, whole, the site under ""): one query per group
+// of windows (windowGroups, each under half the budget of bound text) and,
+// for pages, per chunk of paths that fits in the rest, so that a rule of 1m
+// windows with a baseline of 60 days is a few queries, not one over
+// max_query_size. Each row is (path or "", the window's 1-based index, the
+// count, then cols); bound is more of the WHERE clause, with its args; what
+// names the windows in an error.
+func (s *Store) countByWindow(ctx context.Context, r *Rule, site string, paths []string, whole bool, starts []time.Time,
+	what, cols, bound string, boundArgs []any, row func(scan func(...any) error) error) error {
+	f, fargs := filters(r)
+	m := r.metric()
+	run := func(q string, args ...any) error {
+		return s.db.Select(ctx, q, append(append(args, boundArgs...), fargs...), row)
+	}
 	for _, g := range windowGroups(r.Window, starts, maxBound/2) {
 		if whole {
-			q := "SELECT '' AS p, " + g.idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
-				"." + m.rollup + " WHERE site = ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + g.where + f + " GROUP BY p, w"
-			if err := run(q, []any{site, starts[0].Unix(), end.Unix()}); err != nil {
-				return nil, fmt.Errorf("count the windows of %s for rule %s: %w", site, r.Name, err)
+			q := "SELECT '' AS p, " + g.idx + " AS w, " + m.agg + cols + " FROM " + s.dbName + "." + m.rollup +
+				" WHERE site = ?" + bound + g.where + f + " GROUP BY p, w"
+			if err := run(q, site); err != nil {
+				return fmt.Errorf("count the %s of %s for rule %s: %w", what, site, r.Name, err)
 			}
 			continue
 		}
 		for _, part := range chunks(paths, maxBound-g.size()) {
-			q := "SELECT path, " + g.idx + " AS w, " + m.agg + ", min(minute) FROM " + s.dbName +
-				"." + m.rollup + " WHERE site = ? AND path IN ? AND minute >= toDateTime(?) AND minute < toDateTime(?)" + g.where + f + " GROUP BY path, w"
-			if err := run(q, []any{site, inSet(part), starts[0].Unix(), end.Unix()}); err != nil {
-				return nil, fmt.Errorf("count the windows of %d pages for rule %s: %w", len(part), r.Name, err)
+			q := "SELECT path, " + g.idx + " AS w, " + m.agg + cols + " FROM " + s.dbName + "." + m.rollup +
+				" WHERE site = ? AND path IN ?" + bound + g.where + f + " GROUP BY path, w"
+			if err := run(q, site, inSet(part)); err != nil {
+				return fmt.Errorf("count the %s of %d pages for rule %s: %w", what, len(part), r.Name, err)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // LastHits returns, for each path (or, whole, the site under ""), the last

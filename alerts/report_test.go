@@ -15,13 +15,7 @@ import (
 func TestReportPeriods(t *testing.T) {
 	berlin := mustLoc(t, "Europe/Berlin")
 	ny := mustLoc(t, "America/New_York")
-	at := func(loc *time.Location, s string) time.Time {
-		v, err := time.ParseInLocation("2006-01-02 15:04", s, loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	at := func(loc *time.Location, s string) time.Time { return clockIn(t, loc)(s) }
 	cases := []struct {
 		name             string
 		p                reportPeriod

@@ -445,10 +445,8 @@ func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths
 	if len(starts) == 0 {
 		return out, nil
 	}
-	f, fargs := filters(r)
-	m := r.metric()
-	run := func(q string, args []any) error {
-		return s.db.Select(ctx, q, append(args, fargs...), func(scan func(...any) error) error {
+	err := s.countByWindow(ctx, r, site, paths, whole, starts, "windows and baselines", "", "", nil,
+		func(scan func(...any) error) error {
 			var p string
 			var w, n uint64
 			if err := scan(&p, &w, &n); err != nil {
@@ -463,25 +461,8 @@ func (s *Store) WindowSetCounts(ctx context.Context, r *Rule, site string, paths
 			out[p][starts[w-1].Unix()] = int64(n)
 			return nil
 		})
-	}
-	// The windows in groups of runs (windowGroups), each under half the
-	// budget of bound text, the paths in the rest: a rule of 1m windows
-	// with a baseline of 60 days is a few queries, not one over
-	// max_query_size.
-	for _, g := range windowGroups(r.Window, starts, maxBound/2) {
-		if whole {
-			q := "SELECT '' AS p, " + g.idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ?" + g.where + f + " GROUP BY p, w"
-			if err := run(q, []any{site}); err != nil {
-				return nil, fmt.Errorf("count the windows and baselines of %s for rule %s: %w", site, r.Name, err)
-			}
-			continue
-		}
-		for _, part := range chunks(paths, maxBound-g.size()) {
-			q := "SELECT path, " + g.idx + " AS w, " + m.agg + " FROM " + s.dbName + "." + m.rollup + " WHERE site = ? AND path IN ?" + g.where + f + " GROUP BY path, w"
-			if err := run(q, []any{site, inSet(part)}); err != nil {
-				return nil, fmt.Errorf("count the windows and baselines of %d pages for rule %s: %w", len(part), r.Name, err)
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

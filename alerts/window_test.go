@@ -14,15 +14,21 @@ func mustLoc(t *testing.T, name string) *time.Location {
 	return loc
 }
 
-func TestWindowStartEnd(t *testing.T) {
-	berlin := mustLoc(t, "Europe/Berlin")
-	at := func(s string) time.Time {
-		v, err := time.ParseInLocation("2006-01-02 15:04", s, berlin)
+// clockIn reads "2006-01-02 15:04" as a time in loc.
+func clockIn(t *testing.T, loc *time.Location) func(string) time.Time {
+	t.Helper()
+	return func(s string) time.Time {
+		v, err := time.ParseInLocation("2006-01-02 15:04", s, loc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
+}
+
+func TestWindowStartEnd(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	at := clockIn(t, berlin)
 	cases := []struct {
 		name       string
 		size       time.Duration
